@@ -1,0 +1,56 @@
+# The README's two commands: `make lab` and `make test`. Both set everything up first.
+#   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   JupyterLab on 127.0.0.1, course index open
+#   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
+#   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8888
+WORKERS ?= 2
+PYTEST_ARGS ?=
+NB ?= notebooks/*.ipynb
+
+.PHONY: help setup lab test outputs doctor lock clean
+
+help:
+	@sed -n '1,5p' Makefile
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "deltalab needs Python 3.10 or newer; run e.g. make PYTHON=python3.11 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[course,test]'
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp src/deltalab/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	@touch $@
+
+# The virtual environment from the pins, then Delta's jars (downloaded once, offline afterwards).
+setup: $(VENV)/.installed
+	@$(PY) -m deltalab fetch-jars
+	@$(PY) -m deltalab doctor
+
+lab: setup
+	@echo "Starting JupyterLab on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
+		$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
+		$(if $(DELTALAB_NO_BROWSER),--no-browser) notebooks/README.md
+
+test: setup
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
+
+outputs: setup
+	$(PY) -m deltalab execute $(NB)
+
+doctor: $(VENV)/.installed
+	$(PY) -m deltalab doctor --smoke
+
+# Re-resolve the newest versions allowed by pyproject.toml into requirements.lock.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[course,test]'
+	{ sed -n '/^#/p' requirements.lock; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^deltalab'; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) .lock-venv

@@ -1,0 +1,23 @@
+"""deltalab: what the notebooks and labs of the Delta Lake internals course share.
+
+The course calls these instead of copying code between notebooks::
+
+    from deltalab import get_spark, workdir, check_parameters, show_tree, show_versions
+"""
+
+from deltalab.errors import DeltaLabError
+from deltalab.params import check_parameters
+from deltalab.session import get_spark, stop_spark
+from deltalab.tree import show_tree
+from deltalab.versions import show_versions
+from deltalab.workdir import workdir
+
+__all__ = [
+    "DeltaLabError",
+    "check_parameters",
+    "get_spark",
+    "show_tree",
+    "show_versions",
+    "stop_spark",
+    "workdir",
+]

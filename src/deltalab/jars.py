@@ -1,0 +1,167 @@
+"""Delta's JVM jars: downloaded from Maven Central once, then loaded from a local cache.
+
+The pip package ``delta-spark`` ships no jars. ``configure_spark_with_delta_pip`` asks Spark
+to resolve them with Ivy at every session start, which needs the network each time. The
+course resolves them once (with Spark's own ``spark-submit --packages``, so the result is
+exactly what Spark would load) into a private staging directory, checks them, and moves the
+finished set into the cache with one rename. A download interrupted half-way therefore
+leaves no cache entry behind, and later sessions list the cached files in ``spark.jars``
+without resolving anything: they start offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from deltalab.errors import DeltaLabError
+from deltalab.java import find_java
+from deltalab.versions import delta_maven_coordinate
+
+MANIFEST_NAME = "MANIFEST.txt"
+FETCH_TIMEOUT_SECONDS = 900
+
+
+def cache_root() -> Path:
+    """The course's cache directory: ``$DELTALAB_CACHE_DIR``, else a per-user cache directory."""
+    explicit = os.environ.get("DELTALAB_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return (base / "deltalab").resolve()
+
+
+def jar_dir() -> Path:
+    """Where the jars for the pinned Delta and Spark versions live once downloaded."""
+    name = delta_maven_coordinate().split(":", 1)[1].replace(":", "-")  # delta-spark_4.2_2.13-4.4.0
+    return cache_root() / "jars" / name
+
+
+def _manifest_entries(directory: Path) -> list[tuple[str, int, str]]:
+    entries = []
+    for line in (directory / MANIFEST_NAME).read_text().splitlines():
+        digest, size, name = line.split(maxsplit=2)
+        entries.append((name, int(size), digest))
+    return entries
+
+
+def cached_jars() -> list[Path] | None:
+    """The cached jar files, or None if the cache holds no complete set.
+
+    A set is complete when its manifest exists and every jar it names is present with the
+    recorded size.
+    """
+    directory = jar_dir()
+    try:
+        entries = _manifest_entries(directory)
+    except (OSError, ValueError):
+        return None
+    jars = []
+    for name, size, _digest in entries:
+        path = directory / name
+        if not path.is_file() or path.stat().st_size != size:
+            return None
+        jars.append(path)
+    return jars or None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _reason(output: str) -> str:
+    """The most telling line of a failed Ivy resolution."""
+    keys = ("not found", "unresolved dependency", "Connection refused", "UnknownHost", "timed out", "PKIX")
+    lines = [line.strip() for line in output.splitlines() if any(key in line for key in keys)]
+    return lines[-1] if lines else (output.strip().splitlines() or ["no output"])[-1]
+
+
+def _spark_submit() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / ("spark-submit.cmd" if os.name == "nt" else "spark-submit")
+
+
+def _resolve_into(staging: Path, java_home: Path, timeout: int) -> list[Path]:
+    noop = staging / "noop.py"
+    noop.write_text("")
+    command = [
+        str(_spark_submit()),
+        "--master", "local[1]",
+        "--conf", f"spark.jars.ivy={staging / 'ivy'}",
+        "--conf", "spark.ui.enabled=false",
+        "--packages", delta_maven_coordinate(),
+        str(noop),
+    ]
+    env = dict(os.environ, JAVA_HOME=str(java_home), PYSPARK_PYTHON=sys.executable)
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise DeltaLabError(
+            f"Downloading Delta's jars ({delta_maven_coordinate()}) did not finish within {timeout} s.",
+            fix="Check your connection to Maven Central (repo1.maven.org) and run `python -m deltalab fetch-jars` again.",
+        ) from None
+    if completed.returncode != 0:
+        raise DeltaLabError(
+            f"Delta's jars ({delta_maven_coordinate()}) are not in the cache ({jar_dir()}) and could not be "
+            f"downloaded from Maven Central: {_reason(completed.stdout + completed.stderr)}",
+            fix="The very first run needs the network once. Connect, then run `make setup` (or "
+            "`python -m deltalab fetch-jars`); later runs work offline. Behind a proxy, give Java its "
+            "settings with SPARK_SUBMIT_OPTS='-Dhttps.proxyHost=... -Dhttps.proxyPort=...'.",
+        )
+    jars = sorted((staging / "ivy" / "jars").glob("*.jar"))
+    broken = [jar.name for jar in jars if not zipfile.is_zipfile(jar)]
+    if not jars or broken:
+        raise DeltaLabError(
+            f"The download of Delta's jars came back incomplete ({', '.join(broken) or 'no jars'}).",
+            fix="Run `python -m deltalab fetch-jars` again.",
+        )
+    return jars
+
+
+def fetch_jars(timeout: int = FETCH_TIMEOUT_SECONDS) -> list[Path]:
+    """Return the cached Delta jars, downloading them first if the cache has no complete set.
+
+    Nothing is written to the cache unless the whole set arrived and checked out.
+    """
+    existing = cached_jars()
+    if existing:
+        return existing
+    java = find_java()
+    target = jar_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=target.parent))
+    try:
+        jars = _resolve_into(staging, java.home, timeout)
+        finished = staging / "jars"
+        finished.mkdir()
+        lines = []
+        for jar in jars:
+            moved = Path(shutil.move(str(jar), finished / jar.name))
+            lines.append(f"{_sha256(moved)} {moved.stat().st_size} {moved.name}")
+        (finished / MANIFEST_NAME).write_text("\n".join(lines) + "\n")
+        if target.exists():  # an incomplete set from an older layout: replace it
+            shutil.rmtree(target)
+        try:
+            os.rename(finished, target)
+        except OSError:
+            if cached_jars() is None:  # not another process finishing first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result = cached_jars()
+    assert result is not None
+    return result

@@ -1,0 +1,192 @@
+"""One quiet, Delta-enabled Spark session per kernel."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from deltalab.errors import DeltaLabError
+from deltalab.jars import fetch_jars
+from deltalab.java import find_java
+from deltalab.workdir import work_root
+
+MASTER_ENV = "SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
+
+_LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
+_STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
+
+_session = None
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master URL to use: the argument, else ``$SPARK_MASTER``, else ``local[*]``.
+
+    A URL Spark would not understand, or a standalone master that does not answer, is
+    refused here with a clear message instead of a JVM stack trace or a long hang.
+    """
+    chosen = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    origin = "the master argument" if master else (MASTER_ENV if os.environ.get(MASTER_ENV) else "the default")
+    fix = (
+        "Use local[*] (all cores of this machine), local[N], or spark://HOST:PORT for a standalone "
+        f"cluster; unset {MASTER_ENV} to run locally."
+    )
+    if _LOCAL.match(chosen) or _LOCAL_CLUSTER.match(chosen) or chosen == "yarn" or chosen.startswith("k8s://"):
+        return chosen
+    if not _STANDALONE.match(chosen):
+        raise DeltaLabError(f"{chosen!r} (from {origin}) is not a Spark master URL.", fix=fix)
+    addresses = chosen[len("spark://"):].split(",")
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=3):
+                return chosen
+        except OSError:
+            continue
+    raise DeltaLabError(
+        f"No Spark master answers at {chosen} (from {origin}).",
+        fix="Start the master and a worker first (docker/README.md shows how), check the host and port, "
+        f"or unset {MASTER_ENV} to run locally.",
+    )
+
+
+def _log4j_config() -> Path:
+    return Path(__file__).with_name("log4j2.properties")
+
+
+def default_conf(app_name: str, master: str, jars: list[Path], root: Path) -> dict[str, str]:
+    """The settings every course session starts with; ``get_spark(**conf)`` overrides them."""
+    java_options = f"-Dlog4j2.configurationFile={_log4j_config().as_uri()} -Dderby.system.home={root / '_derby'}"
+    return {
+        "spark.jars": ",".join(str(jar) for jar in jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Small data on a laptop: few partitions after a shuffle, and for Delta's state reconstruction.
+        "spark.sql.shuffle.partitions": "4",
+        # Two input partitions whatever the core count, so every machine writes the same files.
+        "spark.default.parallelism": "2",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "2g"),
+        # Quiet: no web UI, no progress bars, errors only in the log.
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": java_options,
+        # Nothing written next to the notebook: tables created by name go to the work root.
+        "spark.sql.warehouse.dir": str(root / "_spark-warehouse"),
+        # Same timestamps on every machine.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.pyspark.python": sys.executable,
+    }
+
+
+@contextmanager
+def _jvm_output_to(log_path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at a log file while the JVM starts.
+
+    The JVM and the Python workers it spawns inherit those descriptors, so their warnings go to
+    the log instead of the notebook's cells (ipykernel forwards descriptor output into cells).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    with log_path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _reuse(spark, master: str | None, conf: dict[str, str]):
+    running = spark.sparkContext.master
+    if master is not None and resolve_master(master) != running:
+        raise DeltaLabError(
+            f"This kernel already runs a Spark session on {running}; it cannot switch to {master}.",
+            fix="Restart the kernel to start a session on another master.",
+        )
+    for key, value in conf.items():
+        if spark.conf.get(key, None) == str(value):
+            continue
+        try:
+            spark.conf.set(key, str(value))
+        except Exception:  # noqa: BLE001 - Spark raises several types for static settings
+            raise DeltaLabError(
+                f"{key} can only be set when the session starts, and this kernel's session is already running.",
+                fix="Restart the kernel, then call get_spark(...) with that setting first.",
+            ) from None
+    return spark
+
+
+def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str):
+    """Return the kernel's Delta-enabled SparkSession, starting it on first use.
+
+    The session runs on ``local[*]`` unless ``master`` or ``$SPARK_MASTER`` names another,
+    loads Delta's jars from the local cache (downloading them once if needed), keeps its logs
+    out of the notebook, and is the same object on every later call in the kernel. Extra
+    settings are passed as keyword arguments, e.g. ``get_spark("x", **{"spark.sql.shuffle.partitions": "8"})``.
+    """
+    global _session
+    from pyspark.sql import SparkSession
+
+    active = _session if _session is not None else SparkSession.getActiveSession()
+    if active is not None and not active.sparkContext._jsc.sc().isStopped():
+        _session = active
+        return _reuse(active, master, conf)
+
+    resolved_master = resolve_master(master)
+    java = find_java()
+    root = work_root()
+    jars = fetch_jars()
+    settings = default_conf(app_name, resolved_master, jars, root)
+    settings.update({key: str(value) for key, value in conf.items()})
+
+    os.environ["JAVA_HOME"] = str(java.home)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if resolved_master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    builder = SparkSession.builder.master(resolved_master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    log_path = root / "_logs" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', app_name)}.log"
+    try:
+        with _jvm_output_to(log_path):
+            spark = builder.getOrCreate()
+    except Exception as error:  # noqa: BLE001 - PySpark raises a generic error when the JVM dies
+        raise DeltaLabError(
+            f"Spark did not start ({type(error).__name__}). The last lines of its log ({log_path}):\n{_tail(log_path)}",
+            fix="Run `python -m deltalab doctor` and fix what it reports; check the settings you passed to get_spark().",
+        ) from None
+    spark.sparkContext.setLogLevel("ERROR")
+    _session = spark
+    return spark
+
+
+def stop_spark() -> None:
+    """Stop the kernel's session (tests and scripts; notebooks keep theirs until the kernel ends)."""
+    global _session
+    from pyspark.sql import SparkSession
+
+    spark = _session or SparkSession.getActiveSession()
+    if spark is not None:
+        spark.stop()
+    _session = None
