@@ -34,7 +34,8 @@ lab: setup
 	@echo "Starting JupyterLab on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
-		$(if $(DELTALAB_NO_BROWSER),--no-browser) notebooks/README.md
+		$(if $(DELTALAB_NO_BROWSER),--no-browser) $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root) \
+		notebooks/README.md
 
 test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
