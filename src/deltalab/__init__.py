@@ -6,8 +6,10 @@ The course calls these instead of copying code between notebooks::
 """
 
 from deltalab.errors import DeltaLabError
+from deltalab.log import read_log, replay_log
 from deltalab.params import check_parameters
 from deltalab.session import get_spark, stop_spark
+from deltalab.skipping import file_stats, scan_metrics, skipping_effectiveness
 from deltalab.tree import show_tree
 from deltalab.versions import show_versions
 from deltalab.workdir import workdir
@@ -15,9 +17,14 @@ from deltalab.workdir import workdir
 __all__ = [
     "DeltaLabError",
     "check_parameters",
+    "file_stats",
     "get_spark",
+    "read_log",
+    "replay_log",
+    "scan_metrics",
     "show_tree",
     "show_versions",
+    "skipping_effectiveness",
     "stop_spark",
     "workdir",
 ]
