@@ -1,0 +1,132 @@
+"""Matplotlib pictures for the data-skipping and Z-order notebooks.
+
+Each function draws on the given ``ax`` (or a new figure) and returns the Axes, so notebooks can
+lay several out side by side. Nothing here talks to Spark: the inputs are pandas DataFrames from
+:func:`deltalab.skipping.file_stats` and the effectiveness table, or NumPy arrays from
+:mod:`deltalab.curves`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from deltalab.errors import DeltaLabError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+__all__ = ["plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve"]
+
+
+def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, new_ax = plt.subplots(figsize=figsize)
+    return new_ax
+
+
+def _require(frame: "pd.DataFrame", columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DeltaLabError(
+            f"{what} needs the columns {missing}, which the DataFrame lacks (it has {list(frame.columns)}).",
+            fix="Pass the table built by the notebook (file_stats output or the effectiveness table).",
+        )
+
+
+def plot_effectiveness(
+    table: "pd.DataFrame",
+    value: str = "files_skipped",
+    bound: float | None = None,
+    ax: "Axes | None" = None,
+) -> "Axes":
+    """Grouped bars: one group per layout, one bar per column, height = fraction skipped.
+
+    ``table`` has columns ``layout``, ``column`` and ``value``; an optional dashed line marks
+    ``bound`` (e.g. the perfect-tiling bound 1 - N**(-1/k)).
+    """
+    _require(table, ["layout", "column", value], "plot_effectiveness")
+    ax = _axes(ax, (9, 4))
+    layouts = list(dict.fromkeys(table["layout"]))
+    columns = list(dict.fromkeys(table["column"]))
+    width = 0.8 / len(columns)
+    positions = np.arange(len(layouts))
+    for i, column in enumerate(columns):
+        heights = [
+            float(table[(table["layout"] == layout) & (table["column"] == column)][value].mean()) for layout in layouts
+        ]
+        ax.bar(positions + (i - (len(columns) - 1) / 2) * width, heights, width, label=column)
+    if bound is not None:
+        ax.axhline(bound, color="black", linestyle="--", linewidth=1, label=f"bound {bound:.2f}")
+    ax.set_xticks(positions, layouts)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(value.replace("_", " "))
+    ax.legend(fontsize="small", ncols=min(len(columns) + 1, 5), loc="upper left")
+    return ax
+
+
+def plot_file_ranges(stats: "pd.DataFrame", column: str, ax: "Axes | None" = None, title: str | None = None) -> "Axes":
+    """Each file's [min, max] of ``column`` as a horizontal segment, files sorted by their min.
+
+    Narrow, disjoint segments mean a lookup on ``column`` opens few files; segments spanning the
+    whole axis mean every lookup opens that file.
+    """
+    lo, hi = f"min.{column}", f"max.{column}"
+    _require(stats, [lo, hi], "plot_file_ranges")
+    ax = _axes(ax, (4, 4))
+    ordered = stats.sort_values([lo, hi], kind="stable").reset_index(drop=True)
+    ax.hlines(np.arange(len(ordered)), ordered[lo].astype(float), ordered[hi].astype(float), linewidth=1.2)
+    ax.set_xlabel(column)
+    ax.set_ylabel("file (sorted by min)")
+    ax.set_title(title or column, fontsize="medium")
+    return ax
+
+
+def plot_bounding_boxes(
+    stats: "pd.DataFrame", x: str, y: str, ax: "Axes | None" = None, title: str | None = None
+) -> "Axes":
+    """Each file's bounding box [min x, max x] x [min y, max y] as a rectangle in the plane.
+
+    A good two-column layout tiles the plane with small boxes; a one-column sort gives thin
+    strips; random data gives boxes that all cover the whole plane.
+    """
+    _require(stats, [f"min.{x}", f"max.{x}", f"min.{y}", f"max.{y}"], "plot_bounding_boxes")
+    from matplotlib.patches import Rectangle
+
+    ax = _axes(ax, (4, 4))
+    for _, row in stats.iterrows():
+        x0, x1 = float(row[f"min.{x}"]), float(row[f"max.{x}"])
+        y0, y1 = float(row[f"min.{y}"]), float(row[f"max.{y}"])
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, linewidth=0.6, alpha=0.8))
+    ax.set_xlim(float(stats[f"min.{x}"].min()), float(stats[f"max.{x}"].max()))
+    ax.set_ylim(float(stats[f"min.{y}"].min()), float(stats[f"max.{y}"].max()))
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title or f"file boxes on ({x}, {y})", fontsize="medium")
+    return ax
+
+
+def plot_curve(points: np.ndarray, ax: "Axes | None" = None, title: str | None = None, labels: bool = True) -> "Axes":
+    """Draw a 2-D curve given its cells in order (``deltalab.curves.curve_order(kind, bits)``)."""
+    points = np.asarray(points)
+    if points.ndim != 2 or points.shape[1] != 2:
+        raise DeltaLabError(
+            f"plot_curve draws 2-D curves; it got points of shape {points.shape}.",
+            fix="Pass curve_order(kind, bits, dims=2).",
+        )
+    ax = _axes(ax, (4, 4))
+    ax.plot(points[:, 0], points[:, 1], marker="o", markersize=3, linewidth=1)
+    if labels and len(points) <= 64:
+        for i, (px, py) in enumerate(points):
+            ax.annotate(str(i), (px, py), textcoords="offset points", xytext=(2, 2), fontsize=6)
+    side = int(points.max()) + 1
+    ax.set_xticks(range(side))
+    ax.set_yticks(range(side))
+    ax.set_aspect("equal")
+    ax.set_title(title or "", fontsize="medium")
+    return ax

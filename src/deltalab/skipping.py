@@ -1,0 +1,398 @@
+"""Data skipping, measured: per-file statistics from the log, and what a query really read.
+
+Delta writes, in every ``add`` action, the file's ``numRecords`` and per-column ``minValues``,
+``maxValues`` and ``nullCount``. At query time it drops every file whose [min, max] range cannot
+contain a row matching the filter. This module shows both sides:
+
+* :func:`file_stats` reads the statistics straight from ``_delta_log`` (what Delta *could* skip);
+* :func:`scan_metrics` runs a query and reports what Spark *did* read, from Spark itself: the
+  filtered DataFrame's ``inputFiles()`` and the scan node's metrics in the executed plan;
+* :func:`skipping_effectiveness` averages the fraction of files and rows skipped over a set of
+  filters, the measure used in the 2018 article "Processing Petabytes of Data in Seconds with
+  Databricks Delta".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+from urllib.parse import unquote, urlparse
+
+from deltalab.errors import DeltaLabError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "Effectiveness",
+    "ScanMetrics",
+    "file_stats",
+    "files_that_may_match",
+    "scan_metrics",
+    "skipping_effectiveness",
+]
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+# --------------------------------------------------------------------------------------------
+# file_stats: the log's view
+# --------------------------------------------------------------------------------------------
+
+
+def _log_dir(table_path: str | Path) -> Path:
+    path = Path(_local_path(str(table_path)))
+    log = path / "_delta_log"
+    if not log.is_dir():
+        raise DeltaLabError(
+            f"{path} is not a Delta table: it has no _delta_log directory.",
+            fix="Pass the directory a Delta table was written to, e.g. the path given to "
+            "df.write.format('delta').save(path).",
+        )
+    return log
+
+
+def _checkpoint_adds(log: Path) -> tuple[int, dict[str, dict[str, Any]]]:
+    """The live add actions of the newest classic checkpoint, and its version (-1 if none)."""
+    last = log / "_last_checkpoint"
+    if not last.exists():
+        return -1, {}
+    info = json.loads(last.read_text())
+    version = int(info["version"])
+    single = log / f"{version:020d}.checkpoint.parquet"
+    multi = sorted(log.glob(f"{version:020d}.checkpoint.[0-9]*.[0-9]*.parquet"))
+    parts = [single] if single.exists() else multi
+    if info.get("v2Checkpoint") or not parts:
+        raise DeltaLabError(
+            f"The checkpoint at version {version} of {log.parent} is not a classic checkpoint "
+            "(one N.checkpoint.parquet or its numbered parts).",
+            fix="file_stats reads classic checkpoints only; use a table without the v2Checkpoint feature.",
+        )
+    import pyarrow.parquet as pq
+
+    adds: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for add in pq.read_table(part, columns=["add"]).column("add").to_pylist():
+            if add is not None:
+                adds[add["path"]] = add
+    return version, adds
+
+
+def _live_adds(table_path: str | Path) -> list[dict[str, Any]]:
+    """Replay the log: checkpoint, then every later commit; an add replaces, a remove deletes."""
+    log = _log_dir(table_path)
+    start, adds = _checkpoint_adds(log)
+    commits = sorted(
+        (int(m.group(1)), p) for p in log.iterdir() if (m := _COMMIT.match(p.name)) and int(m.group(1)) > start
+    )
+    if start < 0 and not commits:
+        raise DeltaLabError(
+            f"{log.parent} has a _delta_log directory but no commit in it.",
+            fix="Write to the table first (the first commit is 00000000000000000000.json).",
+        )
+    for _, path in commits:
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "add" in action:
+                adds[action["add"]["path"]] = action["add"]
+            elif "remove" in action:
+                adds.pop(action["remove"]["path"], None)
+    return list(adds.values())
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}", inner, out)
+    else:
+        out[prefix] = value
+
+
+def file_stats(table_path: str | Path) -> "pd.DataFrame":
+    """One row per live data file of the table, with the statistics its ``add`` action carries.
+
+    Columns: ``path`` (relative to the table, decoded), ``size`` (bytes), ``numRecords``, one
+    ``partition.<col>`` per partition column, then for every column with statistics
+    ``min.<col>``, ``max.<col>`` and ``nullCount.<col>`` (nested fields as ``a.b``). A column Delta
+    collected no statistics for (see ``delta.dataSkippingNumIndexedCols``) has no ``min.``/``max.``
+    entry; a file without stats has NaN. Read from the log files directly (latest classic checkpoint
+    plus later commits), without Spark, so it shows exactly what Delta can use for skipping.
+    Rows are sorted by path.
+    """
+    import pandas as pd
+
+    rows = []
+    for add in _live_adds(table_path):
+        row: dict[str, Any] = {"path": unquote(add["path"]), "size": add.get("size")}
+        stats = json.loads(add["stats"]) if add.get("stats") else {}
+        row["numRecords"] = stats.get("numRecords")
+        partition_values = add.get("partitionValues") or {}
+        if isinstance(partition_values, list):  # a map read from a Parquet checkpoint
+            partition_values = dict(partition_values)
+        for key, value in partition_values.items():
+            row[f"partition.{key}"] = value
+        per_column: dict[str, Any] = {}
+        for kind in ("minValues", "maxValues", "nullCount"):
+            _flatten(kind, stats.get(kind, {}), per_column)
+        row.update(per_column)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=["path", "size", "numRecords"])
+    # Order: path, size, numRecords, partitions, then min/max/nullCount grouped by column.
+    stat_columns = [c for c in frame.columns if c.split(".", 1)[0] in ("minValues", "maxValues", "nullCount")]
+    names: list[str] = []
+    for c in stat_columns:
+        name = c.split(".", 1)[1]
+        if name not in names:
+            names.append(name)
+    ordered = ["path", "size", "numRecords"] + sorted(c for c in frame.columns if c.startswith("partition."))
+    renamed = {}
+    for name in names:
+        for kind, short in (("minValues", "min"), ("maxValues", "max"), ("nullCount", "nullCount")):
+            if f"{kind}.{name}" in frame.columns:
+                ordered.append(f"{kind}.{name}")
+                renamed[f"{kind}.{name}"] = f"{short}.{name}"
+    frame = frame[ordered].rename(columns=renamed)
+    return frame.sort_values("path", kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# scan_metrics: Spark's view
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanMetrics:
+    """What one query read from one Delta table, as Spark reports it after running the query.
+
+    ``files_read``, ``bytes_read`` and ``rows_read`` are the scan node's metrics "number of files
+    read", "size of files read" and "number of output rows" (rows the Parquet reader produced,
+    before the Filter above it). ``input_files`` are the files of ``DataFrame.inputFiles()``,
+    relative to the table. ``files_total`` and ``bytes_total`` come from ``DESCRIBE DETAIL``,
+    ``rows_total`` from counting the table: Spark has no "files pruned" metric.
+    """
+
+    table_path: str
+    files_read: int
+    files_total: int
+    bytes_read: int
+    bytes_total: int
+    rows_read: int
+    rows_total: int
+    rows_returned: int
+    input_files: tuple[str, ...]
+
+    @property
+    def files_skipped(self) -> float:
+        """Fraction of the table's files the query did not open (0 for an empty table)."""
+        return 1.0 - self.files_read / self.files_total if self.files_total else 0.0
+
+    @property
+    def rows_skipped(self) -> float:
+        """Fraction of the table's rows the query did not read (0 for an empty table)."""
+        return 1.0 - self.rows_read / self.rows_total if self.rows_total else 0.0
+
+
+def _local_path(uri: str) -> str:
+    """``file:/x/y`` or ``file:///x/y`` -> ``/x/y``; other strings unchanged."""
+    if uri.startswith("file:"):
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+def _children(node: Any) -> list[Any]:
+    name = node.getClass().getSimpleName()
+    if name == "AdaptiveSparkPlanExec":
+        return [node.executedPlan()]
+    if name.endswith("QueryStageExec"):
+        return [node.plan()]
+    children = node.children()
+    return [children.apply(i) for i in range(children.size())]
+
+
+def _scan_nodes(plan: Any) -> list[Any]:
+    found, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        if node.getClass().getSimpleName() == "FileSourceScanExec":
+            found.append(node)
+        stack.extend(_children(node))
+    return found
+
+
+def _metric(node: Any, key: str) -> int:
+    option = node.metrics().get(key)
+    return int(option.get().value()) if option.isDefined() else 0
+
+
+def _require_classic(df: Any) -> None:
+    if not hasattr(df, "_jdf"):
+        raise DeltaLabError(
+            "scan_metrics needs a classic (JVM-backed) Spark session; this DataFrame comes from Spark Connect.",
+            fix="Use the session from deltalab.get_spark(), not a spark.remote(...) one.",
+        )
+
+
+def _table_totals(spark: "SparkSession", table_path: str) -> tuple[int, int, int]:
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table_path}`").select("numFiles", "sizeInBytes").first()
+    rows = spark.read.format("delta").load(table_path).count()
+    return int(detail["numFiles"]), int(detail["sizeInBytes"]), int(rows)
+
+
+def _measure(df: "DataFrame", totals: tuple[int, int, int] | None = None) -> ScanMetrics:
+    _require_classic(df)
+    # A new Dataset gets a new physical plan: the scan's driver-side metrics (files, bytes) are
+    # computed once per plan, so re-running an already executed DataFrame would report zero files.
+    fresh = df.select("*")
+    input_files = fresh.inputFiles()
+    rows_returned = len(fresh.collect())
+    scans = _scan_nodes(fresh._jdf.queryExecution().executedPlan())
+    if len(scans) != 1:
+        raise DeltaLabError(
+            f"scan_metrics measures a query that scans exactly one table; this one has {len(scans)} file scans.",
+            fix="Measure one table at a time: pass spark.read.format('delta').load(path).filter(...).",
+        )
+    scan = scans[0]
+    location = scan.relation().location()
+    if "Tahoe" not in location.getClass().getName() and "Delta" not in location.getClass().getName():
+        raise DeltaLabError(
+            f"The query scans {location.getClass().getSimpleName()}, not a Delta table.",
+            fix="Read the table with spark.read.format('delta').load(path) or by its Delta table name.",
+        )
+    root = location.rootPaths().head().toString()
+    table_path = _local_path(root)
+    if totals is None:
+        totals = _table_totals(fresh.sparkSession, table_path)
+    prefix = Path(table_path)
+    relative = tuple(sorted(str(Path(_local_path(f)).relative_to(prefix)) for f in input_files))
+    return ScanMetrics(
+        table_path=table_path,
+        files_read=_metric(scan, "numFiles"),
+        files_total=totals[0],
+        bytes_read=_metric(scan, "filesSize"),
+        bytes_total=totals[1],
+        rows_read=_metric(scan, "numOutputRows"),
+        rows_total=totals[2],
+        rows_returned=rows_returned,
+        input_files=relative,
+    )
+
+
+def scan_metrics(query: "DataFrame | str", spark: "SparkSession | None" = None) -> ScanMetrics:
+    """Run one query on one Delta table and return what Spark read for it.
+
+    ``query`` is a DataFrame (e.g. ``spark.read.format("delta").load(p).filter("x = 3")``) or a
+    SQL string (run with ``spark.sql``). The query is executed (its result collected, so keep it
+    selective) and the numbers are read back from Spark: the files of ``inputFiles()`` and the
+    scan node's metrics in the executed plan. Nothing is inferred from the statistics.
+    """
+    if isinstance(query, str):
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise DeltaLabError(
+                "scan_metrics got a SQL string but no Spark session is running.",
+                fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
+            )
+        query = spark.sql(query)
+    if not hasattr(query, "inputFiles"):
+        raise DeltaLabError(
+            f"scan_metrics expects a DataFrame or a SQL string, got {type(query).__name__}.",
+            fix="Pass spark.read.format('delta').load(path).filter(...) or a SELECT statement.",
+        )
+    return _measure(query)
+
+
+# --------------------------------------------------------------------------------------------
+# skipping_effectiveness: the article's measure
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effectiveness:
+    """Fractions of files and rows skipped, averaged over filters, with the per-filter details."""
+
+    files_skipped: float
+    rows_skipped: float
+    per_filter: "pd.DataFrame"
+
+
+def skipping_effectiveness(
+    table: "str | Path | DataFrame",
+    filters: Iterable["str | Column"],
+    spark: "SparkSession | None" = None,
+) -> Effectiveness:
+    """Average fraction of files and of rows a set of filters lets Delta skip on one table.
+
+    For each filter the query ``table.filter(f)`` is run and measured with :func:`scan_metrics`;
+    ``files_skipped = 1 - files_read / files_total`` and ``rows_skipped = 1 - rows_read /
+    rows_total`` are averaged over the filters, as the 2018 article defines skipping
+    effectiveness. ``table`` is a Delta table path or a DataFrame reading one; filters are SQL
+    predicate strings or Columns.
+    """
+    import pandas as pd
+
+    if isinstance(table, (str, Path)):
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise DeltaLabError(
+                "skipping_effectiveness got a table path but no Spark session is running.",
+                fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
+            )
+        _log_dir(table)
+        table = spark.read.format("delta").load(str(table))
+    filters = list(filters)
+    if not filters:
+        raise DeltaLabError(
+            "skipping_effectiveness needs at least one filter; it got none.",
+            fix="Pass a list of predicates, e.g. ['src_ip = 42', 'dst_port = 80'].",
+        )
+    totals = None
+    records = []
+    for predicate in filters:
+        measured = _measure(table.filter(predicate), totals)
+        totals = (measured.files_total, measured.bytes_total, measured.rows_total)
+        records.append(
+            {
+                "filter": str(predicate),
+                "files_read": measured.files_read,
+                "files_total": measured.files_total,
+                "rows_read": measured.rows_read,
+                "rows_total": measured.rows_total,
+                "files_skipped": measured.files_skipped,
+                "rows_skipped": measured.rows_skipped,
+            }
+        )
+    per_filter = pd.DataFrame(records)
+    return Effectiveness(
+        files_skipped=float(per_filter["files_skipped"].mean()),
+        rows_skipped=float(per_filter["rows_skipped"].mean()),
+        per_filter=per_filter,
+    )
+
+
+def files_that_may_match(stats: "pd.DataFrame", column: str, value: Any) -> list[str]:
+    """Paths of the files whose [min, max] of ``column`` can contain ``value`` (or lack stats).
+
+    This is the skipping rule for ``column = value`` applied by hand to :func:`file_stats`; tests
+    and notebooks compare it with the files Spark really read.
+    """
+    lo, hi = f"min.{column}", f"max.{column}"
+    if lo not in stats.columns:
+        return sorted(stats["path"])
+    unknown = stats[lo].isna() | stats[hi].isna()
+    keep = unknown | ((stats[lo] <= value) & (stats[hi] >= value))
+    return sorted(stats.loc[keep, "path"])
+
