@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "deltalab needs Python 3.10 or newer; run e.g. make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[course,test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[course,test,labs]'
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp src/deltalab/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
@@ -49,7 +49,7 @@ doctor: $(VENV)/.installed
 # Re-resolve the newest versions allowed by pyproject.toml into requirements.lock.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[course,test]'
+	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[course,test,labs]'
 	{ sed -n '/^#/p' requirements.lock; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^deltalab'; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 

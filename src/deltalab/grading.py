@@ -1,0 +1,247 @@
+"""Glue between the labs and nbgrader: a per-check CSV export and a one-command grading run.
+
+nbgrader does the real work (student versions, autograding, the SQLite gradebook); this module
+adds two things it lacks:
+
+* :class:`PerCheckCsvExportPlugin`, an ``nbgrader export`` plugin writing one row per student and
+  one column per check (nbgrader's own CSV has only the total per assignment);
+* ``python -m deltalab.grading LAB FOLDER``: copy a folder of submitted notebooks
+  (``FOLDER/<student>.ipynb``) into nbgrader's ``submitted/`` layout, run ``nbgrader autograde``
+  and the export, and print where the CSV is.
+
+It also has :func:`run_in_process`, used by the test suite to run a lab notebook inside the
+current Python process (sharing its Spark session) instead of starting one JVM per notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from deltalab.errors import DeltaLabError
+
+try:  # nbgrader is only installed with the `labs` extra
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.plugins import ExportPlugin
+except ImportError:  # pragma: no cover - exercised only without the extra
+    ExportPlugin = object  # type: ignore[assignment,misc]
+
+
+# --------------------------------------------------------------------------------------------
+# Running a notebook in this process (tests)
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class CellRun:
+    """What happened when one code cell ran: its nbgrader id, output and error (if any)."""
+
+    index: int
+    grade_id: str | None
+    is_check: bool
+    stdout: str
+    error: BaseException | None
+
+
+def run_in_process(notebook, namespace: dict | None = None) -> list[CellRun]:
+    """Run the code cells of ``notebook`` (a path or nbformat node) in one namespace, in order.
+
+    Like nbgrader's autograder, a cell that raises does not stop the cells after it. Cells run
+    in this interpreter, so ``get_spark()`` returns the session already running here.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4) if isinstance(notebook, (str, Path)) else notebook
+    ns: dict = {"__name__": "__main__"} if namespace is None else namespace
+    runs: list[CellRun] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        out = io.StringIO()
+        error: BaseException | None = None
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(cell.source, f"<cell {index}>", "exec"), ns)
+        except Exception as exc:  # recorded, like an error output in a notebook
+            error = exc
+        runs.append(CellRun(index, meta.get("grade_id"), bool(meta.get("grade")), out.getvalue(), error))
+    return runs
+
+
+def check_results(runs: list[CellRun]) -> dict[str, bool]:
+    """``{check grade_id: passed}`` for the graded cells of a run."""
+    return {run.grade_id: run.error is None for run in runs if run.is_check and run.grade_id}
+
+
+def generate_student_versions(course: Path, labs: list[str] | None = None) -> dict[str, Path]:
+    """Run nbgrader's ``generate_assignment --no-db --force`` for ``labs`` in this process.
+
+    Same converter as the command line, without a gradebook and without starting one Python
+    per lab; the student versions land in ``course/release/<lab>/``. Used by the test that the
+    committed student versions are up to date.
+    """
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config, PyFileConfigLoader
+
+    course = Path(course).resolve()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    overrides = Config()
+    overrides.CourseDirectory.root = str(course)
+    overrides.SaveCells.enabled = False
+    overrides.GenerateAssignment.no_database = True
+    overrides.BaseConverter.force = True
+    config.merge(overrides)
+    labs = labs or sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
+    made = {}
+    for lab in labs:
+        coursedir = CourseDirectory(config=config)
+        coursedir.assignment_id = lab
+        GenerateAssignment(coursedir=coursedir, config=config).start()
+        made[lab] = course / "release" / lab / f"{lab}.ipynb"
+    return made
+
+
+# --------------------------------------------------------------------------------------------
+# nbgrader export plugin
+# --------------------------------------------------------------------------------------------
+
+class PerCheckCsvExportPlugin(ExportPlugin):  # type: ignore[misc,valid-type]
+    """``nbgrader export --exporter=deltalab.grading.PerCheckCsvExportPlugin --assignment=LAB --to=F.csv``.
+
+    Writes one row per student who submitted LAB, with one column per graded check cell (its
+    score), then ``score`` and ``max_score``. Exactly one assignment per file, because different
+    labs have different checks.
+    """
+
+    def export(self, gradebook: "Gradebook") -> None:
+        names = [str(a) for a in self.assignment] or [a.name for a in gradebook.assignments]
+        if len(names) != 1:
+            raise DeltaLabError(
+                f"The per-check export writes one lab per CSV file, and {len(names)} were selected.",
+                fix="Pass exactly one lab, e.g. --assignment=lab02_log.",
+            )
+        assignment = gradebook.find_assignment(names[0])
+        checks = [(nb.name, cell.name) for nb in assignment.notebooks for cell in nb.grade_cells]
+        checks.sort(key=lambda item: (item[0], _cell_order(assignment.name, item[0]).get(item[1], 10**6), item[1]))
+        dest = Path(self.to or f"{assignment.name}.csv")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        wanted = {str(s) for s in self.student}
+        with dest.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["student_id", *[cell for _, cell in checks], "score", "max_score"])
+            for student in sorted(gradebook.students, key=lambda s: s.id):
+                if wanted and student.id not in wanted:
+                    continue
+                try:
+                    submission = gradebook.find_submission(assignment.name, student.id)
+                except MissingEntry:
+                    continue
+                scores = {}
+                for nb in submission.notebooks:
+                    for grade in nb.grades:
+                        scores[(nb.name, grade.name)] = grade.score
+                row = [_number(scores.get(key, 0.0)) for key in checks]
+                writer.writerow([student.id, *row, _number(submission.score), _number(submission.max_score)])
+        self.log.info("Wrote %s", dest)
+
+
+def _cell_order(assignment: str, notebook: str) -> dict[str, int]:
+    """Position of each graded cell in the source notebook (the export runs in the course folder),
+    so the CSV columns follow the lab's order; empty if the source is not there."""
+    import nbformat
+
+    path = Path("source") / assignment / f"{notebook}.ipynb"
+    if not path.is_file():
+        return {}
+    cells = nbformat.read(str(path), as_version=4).cells
+    ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in cells]
+    return {grade_id: i for i, grade_id in enumerate(ids) if grade_id}
+
+
+def _number(value: float | None) -> str:
+    value = float(value or 0.0)
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
+# --------------------------------------------------------------------------------------------
+# One command: folder of submissions -> CSV
+# --------------------------------------------------------------------------------------------
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    # nbgrader runs `alembic` (its database migrations) by name: put this Python's bin/ first.
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=course, text=True, capture_output=True, env=env
+    )
+
+
+def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) -> Path:
+    """Grade every ``folder/<student>.ipynb`` for ``lab`` with nbgrader; return the CSV path.
+
+    A submission whose cells raise still gets the points of the checks that pass; a file that
+    nbgrader cannot grade at all is reported and skipped, and the others are graded.
+    """
+    course, folder = course.resolve(), folder.resolve()
+    if not (course / "nbgrader_config.py").is_file():
+        raise DeltaLabError(f"{course} has no nbgrader_config.py, so it is not the labs course directory.",
+                            fix="Pass --course labs (the labs/ folder of the repository).")
+    if not (course / "source" / lab).is_dir():
+        known = sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
+        raise DeltaLabError(f"There is no lab called {lab!r}.", fix=f"Use one of: {', '.join(known)}.")
+    files = sorted(folder.glob("*.ipynb"))
+    if not files:
+        raise DeltaLabError(f"{folder} holds no .ipynb files.",
+                            fix="Put one notebook per student there, named <student_id>.ipynb.")
+    notebook = f"{lab}.ipynb"
+    for file in files:
+        target = course / "submitted" / file.stem / lab
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(file, target / notebook)
+    for args in (("generate_assignment", lab, "--force"), ("autograde", lab, "--create", "--force")):
+        done = _nbgrader(course, *args)
+        print(f"$ nbgrader {' '.join(args)}  (exit {done.returncode})")
+        if done.returncode != 0:
+            errors = [line for line in done.stderr.splitlines() if "There was an error processing" in line]
+            for line in errors or done.stderr.splitlines()[-5:]:
+                print("  " + line.strip())
+            if args[0] == "generate_assignment":
+                raise DeltaLabError(f"nbgrader could not prepare {lab}.", fix="Read the messages above.")
+    out = (out or course / "grades" / f"{lab}.csv").resolve()
+    done = _nbgrader(course, "export", "--exporter=deltalab.grading.PerCheckCsvExportPlugin",
+                     f"--assignment={lab}", f"--to={out}")
+    if done.returncode != 0:
+        raise DeltaLabError(f"nbgrader export failed: {done.stderr.strip().splitlines()[-1:]}",
+                            fix="Run the export command by hand in labs/ to see the whole message.")
+    print(f"Grades: {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deltalab.grading",
+        description="Grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV.",
+    )
+    parser.add_argument("lab", help="lab id, e.g. lab02_log")
+    parser.add_argument("folder", type=Path, help="folder with one <student_id>.ipynb per student")
+    parser.add_argument("--course", type=Path, default=Path("labs"), help="the labs course directory")
+    parser.add_argument("--out", type=Path, default=None, help="CSV path (default labs/grades/LAB.csv)")
+    args = parser.parse_args(argv)
+    try:
+        grade_folder(args.lab, args.folder, args.course, args.out)
+    except DeltaLabError as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

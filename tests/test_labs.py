@@ -1,0 +1,194 @@
+"""The classroom labs (labs/): sources, student versions and grading, on real Delta tables.
+
+Notebooks run inside this pytest process (``run_in_process``), sharing the session's Spark, so
+the suite starts one JVM for all labs. Only the grading test goes through nbgrader's autograder,
+which starts one kernel (and so one JVM) per submission, as it would for a class.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytest.importorskip("nbgrader", reason="the labs need the `labs` extra: pip install -e '.[labs]'")
+
+from deltalab.checks import CheckFailed  # noqa: E402
+from deltalab.grading import check_results, generate_student_versions, grade_folder, run_in_process  # noqa: E402
+
+LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
+LABS = sorted(p.name for p in (LABS_DIR / "source").iterdir() if p.is_dir())
+
+
+def source(lab: str) -> Path:
+    return LABS_DIR / "source" / lab / f"{lab}.ipynb"
+
+
+def student(lab: str) -> Path:
+    return LABS_DIR / "release" / lab / f"{lab}.ipynb"
+
+
+def read(path: Path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def exercises(lab: str) -> list[str]:
+    """grade_ids of the solution cells, in order."""
+    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("solution")]
+
+
+def checks(lab: str) -> list[str]:
+    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("grade")]
+
+
+def with_solutions(lab: str, solved: set[str]):
+    """The student version of ``lab`` with the solution cells named in ``solved`` filled in."""
+    answers = {nbgrader_meta(c).get("grade_id"): c.source for c in read(source(lab)).cells}
+    nb = read(student(lab))
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") in solved:
+            cell.source = answers[nbgrader_meta(cell)["grade_id"]]
+    return nb
+
+
+def course_copy(tmp_path: Path) -> Path:
+    """A throw-away nbgrader course directory with the repository's sources and config."""
+    course = tmp_path / "course"
+    course.mkdir()
+    shutil.copytree(LABS_DIR / "source", course / "source")
+    shutil.copy(LABS_DIR / "nbgrader_config.py", course)
+    return course
+
+
+def test_every_lab_has_exercises_and_checks():
+    assert len(LABS) >= 2, f"expected at least two labs in labs/source, found {LABS}"
+    for lab in LABS:
+        assert len(exercises(lab)) >= 2, f"{lab}: a lab needs at least two exercises"
+        assert len(checks(lab)) == len(exercises(lab)), f"{lab}: one check cell per exercise"
+
+
+def test_student_versions_are_up_to_date(tmp_path):
+    """labs/release/ is exactly what nbgrader generates from labs/source/ today."""
+    course = course_copy(tmp_path)
+    made = generate_student_versions(course)
+    assert sorted(made) == LABS
+    for lab, generated in made.items():
+        committed = student(lab)
+        assert committed.is_file(), f"{committed} is missing: run `nbgrader generate_assignment {lab} --force` in labs/"
+        assert json.loads(generated.read_text()) == json.loads(committed.read_text()), (
+            f"{committed} is out of date with its source: run `nbgrader generate_assignment {lab} --force` in labs/"
+        )
+        text = committed.read_text()
+        assert "BEGIN SOLUTION" not in text and "YOUR CODE HERE" in text, f"{lab}: solutions were not stripped"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_passes_every_check(spark, lab):
+    runs = run_in_process(source(lab))
+    errors = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None]
+    assert not errors, f"{lab}: cells of the solution raised: {errors}"
+    results = check_results(runs)
+    assert sorted(results) == sorted(checks(lab)) and all(results.values()), results
+    for run in runs:
+        if run.is_check:
+            assert run.stdout.startswith("✓ "), f"{lab}/{run.grade_id}: a passing check says so, got {run.stdout!r}"
+
+
+def assert_friendly_failure(lab: str, run) -> None:
+    assert isinstance(run.error, CheckFailed), f"{lab}/{run.grade_id} raised {run.error!r}, not a CheckFailed"
+    message = str(run.error)
+    assert message.startswith("✗ ") and "Where to look:" in message, message
+    for leak in ("Traceback", "py4j", "at org.apache", "AssertionError"):
+        assert leak not in message, f"{lab}/{run.grade_id}: the message leaks {leak!r}: {message}"
+    assert len(message.splitlines()) <= 3, message
+    assert run.error._render_traceback_() == message.splitlines()
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_unmodified_student_version_fails_every_check_with_a_friendly_message(spark, lab):
+    runs = run_in_process(student(lab))
+    others = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None and not r.is_check]
+    assert not others, f"{lab}: only check cells may fail in the student version: {others}"
+    graded = [r for r in runs if r.is_check]
+    assert [r.grade_id for r in graded] == checks(lab)
+    for run in graded:
+        assert_friendly_failure(lab, run)
+        assert "not written yet" in str(run.error), str(run.error)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_one_exercise_solved_passes_that_check_only(spark, lab):
+    solved = exercises(lab)[0]
+    runs = run_in_process(with_solutions(lab, {solved}))
+    results = check_results(runs)
+    first, *rest = checks(lab)
+    assert results[first] is True, f"{lab}: solving {solved} should pass {first}: {results}"
+    for name in rest:
+        assert results[name] is False, f"{lab}: {name} passed although its exercise is not solved"
+    for run in runs:
+        if run.is_check and run.grade_id != first:
+            assert_friendly_failure(lab, run)
+
+
+def test_wrong_answers_get_specific_messages(spark):
+    """A wrong (not missing) answer is told what is wrong, not just that it is unfinished."""
+    nb = with_solutions("lab02_log", {"table_version", "active_files"})
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") == "active_files":
+            # the classic mistake: replay every JSON commit from 0 and ignore the checkpoint
+            cell.source = (
+                "def active_files(table_path, version):\n"
+                "    files = set()\n"
+                "    for v in range(version + 1):\n"
+                "        for line in (Path(table_path) / '_delta_log' / f'{v:020d}.json').read_text().splitlines():\n"
+                "            a = json.loads(line)\n"
+                "            if 'add' in a: files.add(a['add']['path'])\n"
+                "            if 'remove' in a: files.discard(a['remove']['path'])\n"
+                "    return files\n"
+            )
+    runs = {r.grade_id: r for r in run_in_process(nb)}
+    assert runs["check_table_version"].error is None
+    failure = runs["check_active_files"]
+    assert_friendly_failure("lab02_log", failure)
+    assert "FileNotFoundError" in str(failure.error) and "checkpoint" in str(failure.error), str(failure.error)
+
+
+def test_grading_a_folder_gives_one_row_per_student_and_one_column_per_check(tmp_path, capsys):
+    """nbgrader autogrades a correct, a partly correct and a broken submission (plus an unreadable
+    file); the broken ones do not stop the others, and the CSV has the expected scores."""
+    lab = "lab02_log"
+    course = course_copy(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(read(source(lab)), str(inbox / "alice.ipynb"))                    # everything right
+    nbformat.write(with_solutions(lab, {"table_version"}), str(inbox / "bob.ipynb"))  # exercise 1 only
+    broken = with_solutions(lab, {"active_files"})                                    # exercise 2 only ...
+    crash = copy.deepcopy(broken.cells[1])
+    crash.source = "raise RuntimeError('a cell that raises')"
+    crash.metadata = {}
+    crash["id"] = "student-added-cell"
+    broken.cells.insert(2, crash)                                                     # ... and a cell that raises
+    nbformat.write(broken, str(inbox / "carol.ipynb"))
+    (inbox / "dave.ipynb").write_text("this is not a notebook")                      # cannot be read at all
+
+    out = grade_folder(lab, inbox, course)
+    assert out == course / "grades" / f"{lab}.csv"
+    with out.open() as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert list(next(iter(rows.values())))[:3] == ["student_id", "check_table_version", "check_active_files"]
+    expected = {"alice": ("1", "1", "2"), "bob": ("1", "0", "1"), "carol": ("0", "1", "1")}
+    for name, (ex1, ex2, total) in expected.items():
+        row = rows[name]
+        assert (row["check_table_version"], row["check_active_files"], row["score"]) == (ex1, ex2, total), row
+        assert row["max_score"] == "2"
+    assert rows.get("dave", {}).get("score", "0") == "0"
+    assert "dave" in capsys.readouterr().out, "the unreadable submission is reported"
