@@ -17,7 +17,7 @@ help:
 	@sed -n '1,5p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "deltalab needs Python 3.10 or newer; run e.g. make PYTHON=python3.11 ...")'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[course,test,labs]'

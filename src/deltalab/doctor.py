@@ -25,8 +25,8 @@ class Check:
 
 def _python() -> Check:
     version = ".".join(map(str, sys.version_info[:3]))
-    ok = sys.version_info >= (3, 10)
-    return Check("Python", ok, f"{version} at {sys.executable}", None if ok else "Use Python 3.10 or newer.")
+    ok = sys.version_info >= (3, 11)
+    return Check("Python", ok, f"{version} at {sys.executable}", None if ok else "Use Python 3.11 or newer (the pinned numpy and matplotlib need it), or the conda route.")
 
 
 def _java() -> Check:
