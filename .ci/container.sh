@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# CI route for the course image (issue 8), with podman because the CI machine has no Docker
+# engine and no registry:
+#   1. base image localhost/debian:bookworm-slim from debootstrap (skipped when it exists),
+#   2. podman build of docker/Dockerfile (runc, lowered ulimits via docker/containers.conf; the
+#      host CA bundle reaches pip and Ivy as a build secret and stays out of the image),
+#   3. the nbval suite over notebooks/ inside the container, as the non-root user, --network=none,
+#   4. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
+#      token and answers with it; the image's healthcheck passes,
+# and prints the timings. Run from anywhere: bash .ci/container.sh
+# Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
+# DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
+# for the in-container suite, default 2), DEBIAN_MIRROR, HOST_CA_BUNDLE.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IMAGE="${DELTALAB_IMAGE:-localhost/deltalab-course:ci}"
+BASE="localhost/debian:bookworm-slim"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+CA_BUNDLE="${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+export CONTAINERS_CONF="$REPO/docker/containers.conf"
+RUNTIME_FLAGS=(--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+
+log() { echo "container.sh: $*"; }
+die() { echo "container.sh: FAILED: $*" >&2; exit 1; }
+now() { date +%s; }
+declare -A TIMES=()
+START_ALL=$(now)
+
+command -v podman >/dev/null || die "podman is not installed (run: bash .ci/system-packages.sh)"
+command -v curl >/dev/null || die "curl is not installed (run: bash .ci/system-packages.sh)"
+[ -f "$REPO/docker/Dockerfile" ] || die "no docker/Dockerfile under $REPO"
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# --- 1. base image -----------------------------------------------------------------------
+t=$(now)
+if [ "${DELTALAB_REBUILD_BASE:-0}" != 1 ] && podman image exists "$BASE"; then
+    log "base image $BASE exists (DELTALAB_REBUILD_BASE=1 rebuilds it)"
+else
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (run: bash .ci/system-packages.sh)"
+    rootfs="$(mktemp -d /var/tmp/deltalab-rootfs.XXXXXX)"
+    log "debootstrap --variant=minbase bookworm ($MIRROR) into $rootfs"
+    if ! $SUDO debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >"$rootfs.log" 2>&1; then
+        tail -20 "$rootfs.log" >&2
+        die "debootstrap failed (log: $rootfs.log)"
+    fi
+    # Make it look like Docker Hub's debian:bookworm-slim: its apt sources (with updates and
+    # security), no docs or man pages, no recommends, empty apt caches.
+    $SUDO rm -f "$rootfs/etc/apt/sources.list"
+    $SUDO tee "$rootfs/etc/apt/sources.list.d/debian.sources" >/dev/null <<SOURCES
+Types: deb
+URIs: ${MIRROR}
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+    $SUDO tee "$rootfs/etc/dpkg/dpkg.cfg.d/docker" >/dev/null <<'DPKG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+DPKG
+    printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
+        | $SUDO tee "$rootfs/etc/apt/apt.conf.d/docker-no-recommends" >/dev/null
+    $SUDO rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
+    $SUDO tar -C "$rootfs" --numeric-owner -c . | podman import --quiet - "$BASE" >/dev/null
+    $SUDO rm -rf "$rootfs" "$rootfs.log"
+    log "imported $BASE"
+fi
+TIMES[base]=$(( $(now) - t ))
+
+# --- 2. image ----------------------------------------------------------------------------
+t=$(now)
+build_args=(--format docker --layers "${RUNTIME_FLAGS[@]}"
+    --build-arg "BASE_IMAGE=$BASE" --pull=never
+    --ignorefile "$REPO/docker/Dockerfile.dockerignore"
+    -f "$REPO/docker/Dockerfile" -t "$IMAGE")
+if [ -s "$CA_BUNDLE" ]; then
+    build_args+=(--secret "id=host_ca,src=$CA_BUNDLE")
+else
+    log "no CA bundle at $CA_BUNDLE: building without the host_ca secret"
+fi
+log "building $IMAGE"
+if ! podman build "${build_args[@]}" "$REPO" >/tmp/deltalab-image-build.log 2>&1; then
+    tail -40 /tmp/deltalab-image-build.log >&2
+    die "podman build failed (full log: /tmp/deltalab-image-build.log)"
+fi
+TIMES[build]=$(( $(now) - t ))
+size_bytes=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+size_mb=$(( size_bytes / 1000000 ))
+log "built $IMAGE: ${size_mb} MB in ${TIMES[build]} s (log: /tmp/deltalab-image-build.log)"
+
+# No copy of the build-time CA may have landed in the image.
+if [ -s "$CA_BUNDLE" ]; then
+    podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" --entrypoint /bin/sh "$IMAGE" -c \
+        'test ! -e /run/secrets/host_ca && ! ls /tmp/*truststore* >/dev/null 2>&1 && ! keytool -list -cacerts -storepass changeit 2>/dev/null | grep -q "^build-"' \
+        || die "the image contains a build-time CA file or trust store entry"
+fi
+
+# --- 3. nbval suite inside the container --------------------------------------------------
+t=$(now)
+log "nbval over notebooks/ in the container (non-root, --network=none)"
+# The work root is named like the native suite's (tests/conftest.py), which the sanitizers know.
+podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "$IMAGE" \
+    bash -c 'test "$(id -u)" -ne 0 || { echo "running as root" >&2; exit 1; }
+             test "$(ls /sys/class/net)" = lo || { echo "network is not off: $(ls /sys/class/net)" >&2; exit 1; }
+             export DELTALAB_WORKDIR="$(mktemp -d /tmp/deltalab-tests-XXXXXXXX)" MPLBACKEND=Agg
+             exec python -m pytest -n "${DELTALAB_CONTAINER_WORKERS:-2}" --dist loadscope notebooks -p no:cacheprovider' \
+    || die "the in-container nbval suite failed"
+TIMES[nbval]=$(( $(now) - t ))
+
+# --- 4. JupyterLab token check ------------------------------------------------------------
+t=$(now)
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+name="deltalab-ci-lab-$$"
+cleanup() { podman rm -f "$name" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+# --health-interval=disable: no systemd timer here; the check runs once by hand below.
+podman run -d --name "$name" --health-interval=disable "${RUNTIME_FLAGS[@]}" -p "127.0.0.1:${port}:8888" \
+    -e "JUPYTER_TOKEN=$token" "$IMAGE" >/dev/null 2>/tmp/deltalab-lab-run.err \
+    || { cat /tmp/deltalab-lab-run.err >&2; die "podman could not start the JupyterLab container"; }
+# (podman warns on stderr that it cannot add systemd healthcheck timers; that is expected here)
+url="http://127.0.0.1:${port}"
+for _ in $(seq 1 90); do
+    curl -fsS -o /dev/null "$url/api" 2>/dev/null && break
+    sleep 1
+done
+curl -fsS -o /dev/null "$url/api" || { podman logs "$name" >&2; die "JupyterLab did not answer on $url"; }
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/api/contents")
+[ "$code" = 403 ] || die "GET /api/contents without the token answered $code, expected 403"
+location=$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$url/lab")
+case "$location" in "302 "*"/login"*) ;; *) die "GET /lab without the token answered '$location', expected a 302 to /login" ;; esac
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/api/contents?token=wrong$token")
+[ "$code" = 403 ] || die "GET /api/contents with a wrong token answered $code, expected 403"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $token" "$url/api/contents/notebooks")
+[ "$code" = 200 ] || die "GET /api/contents/notebooks with the token answered $code, expected 200"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$url/lab?token=$token")
+[ "$code" = 200 ] || die "GET /lab?token=... answered $code, expected 200"
+podman healthcheck run "$name" >/dev/null || die "the image's healthcheck failed on a running JupyterLab"
+user=$(podman exec "$name" id -u)
+[ "$user" != 0 ] || die "JupyterLab runs as root in the container"
+cleanup
+trap - EXIT
+TIMES[token]=$(( $(now) - t ))
+log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; healthcheck ok; uid $user"
+
+TIMES[total]=$(( $(now) - START_ALL ))
+log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"

