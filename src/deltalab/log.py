@@ -70,7 +70,7 @@ _CHECKPOINT_RE = re.compile(
 )
 
 
-def _log_dir(table_path: str | os.PathLike[str]) -> Path:
+def delta_log_dir(table_path: str | os.PathLike[str]) -> Path:
     """Return ``<table>/_delta_log`` or raise a clear error if this is no Delta table."""
     root = Path(table_path)
     if not root.is_dir():
@@ -101,7 +101,7 @@ def list_log_files(table_path: str | os.PathLike[str]) -> tuple[dict[int, Path],
     A multi-part checkpoint counts only when all of its parts are present, the rule a
     Delta reader applies so that a half-written checkpoint is ignored.
     """
-    log = _log_dir(table_path)
+    log = delta_log_dir(table_path)
     commits: dict[int, Path] = {}
     parts: dict[tuple[int, int], dict[int, Path]] = {}
     checkpoints: list[_Checkpoint] = []
@@ -489,7 +489,7 @@ def replay_log(
     (path, deletion vector); a remove deletes it and leaves a tombstone.
     """
     commits, checkpoints = list_log_files(table_path)
-    log = _log_dir(table_path)
+    log = delta_log_dir(table_path)
     latest = max([*commits, *(c.version for c in checkpoints)])
     target = latest if version is None else version
     if not isinstance(target, int) or isinstance(target, bool) or target < 0 or target > latest:

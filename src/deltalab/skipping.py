@@ -15,13 +15,13 @@ contain a row matching the filter. This module shows both sides:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 from urllib.parse import unquote, urlparse
 
 from deltalab.errors import DeltaLabError
+from deltalab.log import delta_log_dir, replay_log
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -36,74 +36,14 @@ __all__ = [
     "skipping_effectiveness",
 ]
 
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-
-
 # --------------------------------------------------------------------------------------------
 # file_stats: the log's view
 # --------------------------------------------------------------------------------------------
 
 
-def _log_dir(table_path: str | Path) -> Path:
-    path = Path(_local_path(str(table_path)))
-    log = path / "_delta_log"
-    if not log.is_dir():
-        raise DeltaLabError(
-            f"{path} is not a Delta table: it has no _delta_log directory.",
-            fix="Pass the directory a Delta table was written to, e.g. the path given to "
-            "df.write.format('delta').save(path).",
-        )
-    return log
-
-
-def _checkpoint_adds(log: Path) -> tuple[int, dict[str, dict[str, Any]]]:
-    """The live add actions of the newest classic checkpoint, and its version (-1 if none)."""
-    last = log / "_last_checkpoint"
-    if not last.exists():
-        return -1, {}
-    info = json.loads(last.read_text())
-    version = int(info["version"])
-    single = log / f"{version:020d}.checkpoint.parquet"
-    multi = sorted(log.glob(f"{version:020d}.checkpoint.[0-9]*.[0-9]*.parquet"))
-    parts = [single] if single.exists() else multi
-    if info.get("v2Checkpoint") or not parts:
-        raise DeltaLabError(
-            f"The checkpoint at version {version} of {log.parent} is not a classic checkpoint "
-            "(one N.checkpoint.parquet or its numbered parts).",
-            fix="file_stats reads classic checkpoints only; use a table without the v2Checkpoint feature.",
-        )
-    import pyarrow.parquet as pq
-
-    adds: dict[str, dict[str, Any]] = {}
-    for part in parts:
-        for add in pq.read_table(part, columns=["add"]).column("add").to_pylist():
-            if add is not None:
-                adds[add["path"]] = add
-    return version, adds
-
-
 def _live_adds(table_path: str | Path) -> list[dict[str, Any]]:
-    """Replay the log: checkpoint, then every later commit; an add replaces, a remove deletes."""
-    log = _log_dir(table_path)
-    start, adds = _checkpoint_adds(log)
-    commits = sorted(
-        (int(m.group(1)), p) for p in log.iterdir() if (m := _COMMIT.match(p.name)) and int(m.group(1)) > start
-    )
-    if start < 0 and not commits:
-        raise DeltaLabError(
-            f"{log.parent} has a _delta_log directory but no commit in it.",
-            fix="Write to the table first (the first commit is 00000000000000000000.json).",
-        )
-    for _, path in commits:
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            action = json.loads(line)
-            if "add" in action:
-                adds[action["add"]["path"]] = action["add"]
-            elif "remove" in action:
-                adds.pop(action["remove"]["path"], None)
-    return list(adds.values())
+    """The add actions of the table's current files, from deltalab.log's replay of the log."""
+    return list(replay_log(_local_path(str(table_path))).files.values())
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -121,8 +61,9 @@ def file_stats(table_path: str | Path) -> "pd.DataFrame":
     ``partition.<col>`` per partition column, then for every column with statistics
     ``min.<col>``, ``max.<col>`` and ``nullCount.<col>`` (nested fields as ``a.b``). A column Delta
     collected no statistics for (see ``delta.dataSkippingNumIndexedCols``) has no ``min.``/``max.``
-    entry; a file without stats has NaN. Read from the log files directly (latest classic checkpoint
-    plus later commits), without Spark, so it shows exactly what Delta can use for skipping.
+    entry; a file without stats has NaN. Read from the log files directly with
+    ``deltalab.log.replay_log`` (newest checkpoint plus later commits), without Spark, so it shows
+    exactly what Delta can use for skipping.
     Rows are sorted by path.
     """
     import pandas as pd
@@ -130,7 +71,9 @@ def file_stats(table_path: str | Path) -> "pd.DataFrame":
     rows = []
     for add in _live_adds(table_path):
         row: dict[str, Any] = {"path": unquote(add["path"]), "size": add.get("size")}
-        stats = json.loads(add["stats"]) if add.get("stats") else {}
+        stats = add.get("stats") or {}
+        if isinstance(stats, str):  # the raw JSON string of the log (replay_log parses it already)
+            stats = json.loads(stats)
         row["numRecords"] = stats.get("numRecords")
         partition_values = add.get("partitionValues") or {}
         if isinstance(partition_values, list):  # a map read from a Parquet checkpoint
@@ -351,7 +294,7 @@ def skipping_effectiveness(
                 "skipping_effectiveness got a table path but no Spark session is running.",
                 fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
             )
-        _log_dir(table)
+        delta_log_dir(_local_path(str(table)))
         table = spark.read.format("delta").load(str(table))
     filters = list(filters)
     if not filters:
