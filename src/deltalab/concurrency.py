@@ -1,0 +1,598 @@
+"""Deterministic concurrency experiments on real Delta tables.
+
+Delta's optimistic concurrency control only shows itself when one transaction commits while
+another is between its read and its commit. Waiting for that to happen by chance makes flaky
+lessons, so these helpers *hold* a transaction at a known point instead:
+
+* :class:`TransactionHold` runs an operation in a thread with a "gate" column in its condition
+  (or its data). The gate is a Python UDF that blocks the first time it is evaluated until it is
+  released. The operation has then started its transaction (it knows its read version) but cannot
+  commit. Meanwhile the caller commits something else, then releases the gate.
+* :class:`JvmTransaction` drives Delta's ``OptimisticTransaction`` directly through the JVM, for
+  the one case no SQL operation reaches (removing files that were never read).
+* :func:`race_commit_files` calls the log store the way a commit does, to show put-if-absent.
+* :func:`run_pair` / :func:`conflict_matrix` run every pair of operations and record what the
+  second committer got, so the course's conflict matrix is measured, never typed.
+
+Why files and not a ``threading.Event`` inside the UDF: Python UDFs run in PySpark *worker
+processes*, not in the driver's Python, so an Event object of the driver is not shared with them.
+The gate therefore signals through two small files (``reached`` and ``release``) in a directory
+the driver and the workers both see; the driver side uses a ``threading.Event`` to learn when the
+held operation's thread has finished.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
+
+from deltalab.errors import DeltaLabError
+
+#: Every commit-conflict class of ``delta.exceptions``. They do NOT inherit from one another
+#: (each derives from PySparkException only), so a retry loop must name the ones it handles.
+CONFLICT_CLASSES: tuple[type[Exception], ...] = (
+    dx.ConcurrentAppendException,
+    dx.ConcurrentDeleteReadException,
+    dx.ConcurrentDeleteDeleteException,
+    dx.MetadataChangedException,
+    dx.ProtocolChangedException,
+    dx.ConcurrentTransactionException,
+    dx.ConcurrentWriteException,
+    dx.DeltaConcurrentModificationException,
+)
+
+DEFAULT_TIMEOUT_S = 600.0  # only a safety net against a hung job; a loaded machine can be slow
+
+
+def conflict_name(error: BaseException | None) -> str:
+    """The short name of a Delta conflict (e.g. ``"ConcurrentAppendException"``), or ``"none"``.
+
+    Any other exception is re-raised: a matrix cell must never hide a real failure.
+    """
+    if error is None:
+        return "none"
+    if isinstance(error, CONFLICT_CLASSES):
+        return type(error).__name__
+    raise error
+
+
+# --------------------------------------------------------------------------------------------
+# Holding a transaction between its read and its commit
+# --------------------------------------------------------------------------------------------
+
+
+def _make_gate_function(reached: str, release: str, timeout_s: float) -> Callable[[Any], bool]:
+    """The body of the gate UDF; a closure so cloudpickle ships it by value to the workers."""
+
+    def gate(_value):  # no annotations: PySpark would try to read an eval type from them
+        import os as _os
+        import time as _time
+
+        try:
+            # O_EXCL: exactly one evaluation (one task) blocks; all others pass straight through,
+            # so a held operation occupies one task slot and the other operation can still run.
+            _os.close(_os.open(reached, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
+        except FileExistsError:
+            return True
+        deadline = _time.monotonic() + timeout_s
+        while not _os.path.exists(release):
+            if _time.monotonic() > deadline:
+                raise TimeoutError(f"gate was never released ({release})")
+            _time.sleep(0.01)
+        return True
+
+    return gate
+
+
+class TransactionHold:
+    """Run one Delta operation in a thread and hold it between its read and its commit.
+
+    Use it as a context manager::
+
+        with TransactionHold(spark, wd / "_hold") as hold:
+            hold.start(lambda gate: table.delete(gate("id") & (F.col("id") == 1)))
+            hold.wait_until_held()          # A has read version N and is blocked
+            table.update(...)               # B commits N+1
+        # leaving the block releases A and waits for it; A's outcome is in hold.error
+
+    ``gate(column)`` returns a boolean Column that is always true but blocks the first time it is
+    evaluated, until :meth:`release` (or the end of the ``with`` block). Put it in a condition
+    (``DELETE``/``UPDATE``/``MERGE`` source) or a filter of appended data: the operation has then
+    started its transaction, because Delta takes the snapshot before it evaluates any data.
+    """
+
+    def __init__(self, spark: Any, signal_dir: Path | str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.spark = spark
+        self.signal_dir = Path(signal_dir)
+        self.timeout_s = timeout_s
+        if self.signal_dir.exists():
+            shutil.rmtree(self.signal_dir)
+        self.signal_dir.mkdir(parents=True)
+        self._reached = self.signal_dir / "reached"
+        self._release = self.signal_dir / "release"
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        from pyspark.sql.functions import udf
+        from pyspark.sql.types import BooleanType
+
+        # useArrow=False: an Arrow-evaluated gate in an UPDATE of a partitioned table never ran
+        # (the job hung before calling it) in Delta 4.4 / Spark 4.2; the row-at-a-time UDF does.
+        self._udf = udf(_make_gate_function(str(self._reached), str(self._release), timeout_s), BooleanType(),
+                        useArrow=False)
+
+    def gate(self, column: str) -> Any:
+        """A Column that is true for every row and blocks once, until released. ``column`` must be
+        a data column of the rows it is evaluated on (a UDF of a literal could be evaluated early)."""
+        from pyspark.sql.functions import col
+
+        return self._udf(col(column))
+
+    def start(self, operation: Callable[[Callable[[str], Any]], Any]) -> "TransactionHold":
+        """Start ``operation(gate)`` in a background thread; its result or exception is kept."""
+        if self._thread is not None:
+            raise DeltaLabError("This TransactionHold already runs an operation.", fix="Use one TransactionHold per held operation.")
+
+        def run() -> None:
+            try:
+                self.result = operation(self.gate)
+            except BaseException as error:  # noqa: BLE001 - kept and inspected by the caller
+                self.error = error
+            finally:
+                self._done.set()
+
+        self._thread = threading.Thread(target=run, name="held-transaction", daemon=True)
+        self._thread.start()
+        return self
+
+    def wait_until_held(self) -> None:
+        """Block until the operation is inside its transaction and stopped at the gate."""
+        deadline = time.monotonic() + self.timeout_s
+        while not self._reached.exists():
+            if self._done.wait(0.01):
+                if self._reached.exists():
+                    break
+                raise DeltaLabError(
+                    f"The held operation finished without evaluating the gate ({type(self.error).__name__}: "
+                    f"{str(self.error).splitlines()[0][:300] if self.error else 'no error'}).",
+                    fix="Put gate('<a data column>') into the operation's condition or the data it writes.",
+                )
+            if time.monotonic() > deadline:
+                raise DeltaLabError(f"The held operation did not reach the gate within {self.timeout_s:.0f} s.",
+                                    fix="Check that the operation evaluates gate(...) on at least one row.")
+
+    @property
+    def finished(self) -> bool:
+        """True once the held operation has returned or raised."""
+        return self._done.is_set()
+
+    def release(self) -> BaseException | None:
+        """Let the held operation continue, wait for it, and return its exception (or None)."""
+        self._release.touch()
+        if self._thread is not None and not self._done.wait(self.timeout_s):
+            raise DeltaLabError("The held operation did not finish after its release.",
+                                fix="Look at the Spark log for a stuck job.")
+        return self.error
+
+    def __enter__(self) -> "TransactionHold":
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.release()
+        else:  # let the caller see the original error, not a second one from the release
+            self._release.touch()
+            self._done.wait(self.timeout_s)
+
+
+# --------------------------------------------------------------------------------------------
+# Operation pairs and the conflict matrix
+# --------------------------------------------------------------------------------------------
+
+#: An operation the *held* side can run: it gets the gate factory and the table path.
+HeldOperation = Callable[[Any, str, Callable[[str], Any]], Any]
+#: An operation the *winning* side runs while the other one is held.
+WinningOperation = Callable[[Any, str], Any]
+
+
+@dataclass
+class PairOutcome:
+    """What happened when ``held`` read version ``read_version`` and ``winner`` committed first."""
+
+    held: str
+    winner: str
+    read_version: int
+    winner_error: BaseException | None
+    held_error: BaseException | None
+    versions_after: int
+    held_commit_read_version: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        """``"none"`` when both committed, else the held operation's conflict class name."""
+        if self.winner_error is not None:
+            raise self.winner_error
+        return conflict_name(self.held_error)
+
+
+def commit_versions(path: str | Path) -> list[int]:
+    """The versions that have a ``NNNNNNNNNNNNNNNNNNNN.json`` commit file, in order (no Spark)."""
+    log = Path(path) / "_delta_log"
+    return sorted(int(f.name[:20]) for f in log.glob("*.json") if f.name[:20].isdigit() and len(f.name) == 25)
+
+
+def latest_version(path: str | Path) -> int:
+    """The table's latest version: the highest commit file in ``_delta_log`` (no Spark)."""
+    versions = commit_versions(path)
+    if not versions:
+        raise DeltaLabError(f"{path} has no commit files: it is not a Delta table.", fix="Create the table first.")
+    return versions[-1]
+
+
+def commit_info(path: str | Path, version: int) -> dict[str, Any]:
+    """The ``commitInfo`` action of one commit, read from its JSON file (no Spark)."""
+    import json
+
+    with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as handle:
+        for line in handle:
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return dict(action["commitInfo"])
+    return {}
+
+
+def run_pair(spark: Any, path: str, held: tuple[str, HeldOperation], winner: tuple[str, WinningOperation],
+             signal_dir: Path | str) -> PairOutcome:
+    """Hold ``held`` after its read, commit ``winner``, release, and report both outcomes."""
+    read_version = latest_version(path)
+    with TransactionHold(spark, signal_dir) as hold:
+        hold.start(lambda gate: held[1](spark, path, gate))
+        hold.wait_until_held()
+        winner_error: BaseException | None = None
+        try:
+            winner[1](spark, path)
+        except CONFLICT_CLASSES as error:
+            winner_error = error
+        assert not hold.finished, "the held operation must still be waiting at its gate"
+    outcome = PairOutcome(held[0], winner[0], read_version, winner_error, hold.error, latest_version(path))
+    if hold.error is None:
+        outcome.held_commit_read_version = commit_info(path, outcome.versions_after).get("readVersion")
+    return outcome
+
+
+def conflict_matrix(spark: Any, template: Path | str, scratch: Path | str,
+                    held_ops: Sequence[tuple[str, HeldOperation]],
+                    winning_ops: Sequence[tuple[str, WinningOperation]],
+                    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None) -> Any:
+    """Run every (held, winner) pair on a fresh copy of ``template`` and return a pandas table.
+
+    Rows: the operation that read first and commits second; columns: the operation that
+    commits in between. Cells: the exception class the held operation got, or ``"none"``.
+    Copying the template directory (log and data files) gives each pair the same start state
+    without re-running Spark to create it.
+    """
+    import pandas as pd
+
+    template, scratch = Path(template), Path(scratch)
+    pairs = [(h, w) for h in held_ops for w in winning_ops]
+    cells: dict[str, dict[str, str]] = {h[0]: {} for h in held_ops}
+    for index, (h, w) in enumerate(progress(pairs) if progress else pairs):
+        table = scratch / f"pair_{index:02d}"
+        if table.exists():
+            shutil.rmtree(table)
+        shutil.copytree(template, table)
+        result = run_pair(spark, str(table), h, w, scratch / f"pair_{index:02d}_signals")
+        cells[h[0]][w[0]] = result.outcome
+        shutil.rmtree(table, ignore_errors=True)
+    frame = pd.DataFrame(cells).T.loc[[h[0] for h in held_ops], [w[0] for w in winning_ops]]
+    frame.index.name = "held (reads first, commits second)"
+    frame.columns.name = "commits in between"
+    return frame
+
+
+def style_matrix(frame: Any) -> Any:
+    """Colour a conflict matrix: green for ``none``, one shade per conflict class."""
+    palette = {
+        "none": "#d9f2d9",
+        "ConcurrentAppendException": "#ffd9b3",
+        "ConcurrentDeleteReadException": "#ffb3b3",
+        "ConcurrentDeleteDeleteException": "#e6b3ff",
+        "MetadataChangedException": "#b3d1ff",
+        "ProtocolChangedException": "#cccccc",
+    }
+    return frame.style.map(lambda v: f"background-color: {palette.get(v, '#ffffff')}")
+
+
+def make_pair_table(spark: Any, path: str | Path) -> None:
+    """The start state of every matrix pair: ids 0..19 with ``v = 10 * id`` in two files,
+    ids 0-9 in one and 10-19 in the other, unpartitioned."""
+    from pyspark.sql import functions as F
+
+    spark.range(0, 20, 1, 2).withColumn("v", F.col("id") * 10).write.format("delta").save(str(path))
+
+
+def _table(spark: Any, path: str) -> Any:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, path)
+
+
+def standard_operations() -> tuple[list[tuple[str, HeldOperation]], list[tuple[str, WinningOperation]], dict[str, str]]:
+    """The operations of the course's conflict matrix, on a :func:`make_pair_table` table.
+
+    Returns (held operations, winning operations, description of each name). A held operation
+    puts the gate into its condition or data; a winning operation runs plainly. Every
+    operation touches the first file (ids 0-9) except the appends.
+    """
+    from pyspark.sql import functions as F
+
+    def rows(spark: Any, start: int) -> Any:
+        return spark.range(start, start + 5, 1, 1).withColumn("v", F.lit(0).cast("long"))
+
+    held: list[tuple[str, HeldOperation]] = [
+        ("append", lambda s, p, g: rows(s, 100).filter(g("id")).write.format("delta").mode("append").save(p)),
+        ("delete", lambda s, p, g: _table(s, p).delete(g("id") & (F.col("id") == 1))),
+        ("update", lambda s, p, g: _table(s, p).update(g("id") & (F.col("id") == 2), {"v": F.lit(-2).cast("long")})),
+        ("merge", lambda s, p, g: _table(s, p).alias("t").merge(
+            s.createDataFrame([(3, -3)], "id long, v long").filter(g("id")).alias("s"), "t.id = s.id")
+            .whenMatchedUpdateAll().execute()),
+    ]
+    winning: list[tuple[str, WinningOperation]] = [
+        ("append", lambda s, p: rows(s, 200).write.format("delta").mode("append").save(p)),
+        ("delete 1 row", lambda s, p: _table(s, p).delete(F.col("id") == 4)),
+        ("delete a file", lambda s, p: _table(s, p).delete(F.col("id") < 10)),
+        ("update", lambda s, p: _table(s, p).update(F.col("id") == 5, {"v": F.lit(-5).cast("long")})),
+        ("optimize", lambda s, p: _table(s, p).optimize().executeCompaction()),
+        ("set property", lambda s, p: s.sql(f"ALTER TABLE delta.`{p}` SET TBLPROPERTIES ('course.owner' = 'b')")),
+    ]
+    described = {
+        "append": "blind append of 5 new rows (DataFrame .write.mode('append'))",
+        "delete": "DELETE WHERE id = 1 (rewrites the file of ids 0-9)",
+        "update": "UPDATE SET v = -2 WHERE id = 2 (rewrites the file of ids 0-9)",
+        "merge": "MERGE a source row id = 3 WHEN MATCHED UPDATE (rewrites the file of ids 0-9)",
+        "delete 1 row": "DELETE WHERE id = 4: removes the file of ids 0-9, adds its 9 other rows",
+        "delete a file": "DELETE WHERE id < 10: removes the file of ids 0-9, adds nothing",
+        "optimize": "OPTIMIZE: removes both files, adds one compacted file (dataChange = false)",
+        "set property": "ALTER TABLE SET TBLPROPERTIES: a new metaData action",
+    }
+    return held, winning, described
+
+
+# --------------------------------------------------------------------------------------------
+# Retrying
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RetryReport:
+    """The attempts a :func:`retry_on_conflict` call made and what each one raised."""
+
+    attempts: list[str]
+    result: Any = None
+
+
+def retry_on_conflict(operation: Callable[[], Any], retry_on: tuple[type[Exception], ...],
+                      max_attempts: int = 3) -> RetryReport:
+    """Run ``operation`` again when it raises one of ``retry_on`` (a tuple of Delta classes).
+
+    Each attempt starts a new transaction on the latest snapshot, so a retry re-reads what the
+    winner committed. An exception not in ``retry_on`` propagates at once; after
+    ``max_attempts`` failures the last conflict propagates.
+    """
+    if not retry_on or not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
+        raise DeltaLabError("retry_on must be a non-empty tuple of exception classes.",
+                            fix="Pass e.g. (ConcurrentAppendException, ConcurrentDeleteReadException) from delta.exceptions.")
+    attempts: list[str] = []
+    for attempt in range(1, max_attempts + 1):
+        try:
+            result = operation()
+        except retry_on as error:
+            attempts.append(type(error).__name__)
+            if attempt == max_attempts:
+                raise
+            continue
+        attempts.append("committed")
+        return RetryReport(attempts, result)
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------------------------
+# The JVM side: OptimisticTransaction and the log store
+# --------------------------------------------------------------------------------------------
+
+
+def _scala_list(spark: Any, items: Iterable[Any]) -> Any:
+    jvm = spark._jvm
+    java_list = jvm.java.util.ArrayList()
+    for item in items:
+        java_list.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toList()
+
+
+class JvmTransaction:
+    """Delta's ``OptimisticTransaction`` for one table, started now and committed by hand.
+
+    ``start_transaction()`` fixes the read version, exactly as every Delta command does first.
+    :meth:`remove_all_files` prepares RemoveFile actions from the transaction's snapshot
+    *without* recording a read (no ``filterFiles`` call), which is what a conflict on deleted
+    files alone needs. :meth:`commit` converts Delta's JVM conflicts to ``delta.exceptions``.
+    """
+
+    def __init__(self, spark: Any, path: str) -> None:
+        self.spark = spark
+        jvm = spark._jvm
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        self._txn = delta_log.startTransaction()
+        self.read_version: int = int(self._txn.readVersion())
+
+    def remove_all_files(self) -> list[Any]:
+        """RemoveFile actions for every file of the read snapshot (read set stays empty)."""
+        files = self._txn.snapshot().allFiles().collectAsList()
+        return [files.get(i).remove() for i in range(files.size())]
+
+    def commit(self, actions: Sequence[Any]) -> int:
+        """Commit ``actions`` as a "Manual Update"; return the version written."""
+        from pyspark.errors.exceptions.captured import convert_exception
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self.spark._jvm
+        operation = getattr(getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$")
+        try:
+            return int(self._txn.commit(_scala_list(self.spark, actions), operation))
+        except Py4JJavaError as error:
+            converted = convert_exception(error.java_exception)
+            if isinstance(converted, CONFLICT_CLASSES):
+                raise converted from None
+            raise
+
+
+def log_store_class_for(spark: Any, scheme: str) -> str:
+    """The LogStore class Delta uses by default for a URI scheme (``file``, ``s3a``, ``gs``, ...)."""
+    module = getattr(getattr(spark._jvm.org.apache.spark.sql.delta.storage, "DelegatingLogStore$"), "MODULE$")
+    chosen = module.getDefaultLogStoreClassName(scheme)
+    return str(chosen.get()) if chosen.isDefined() else str(module.defaultHDFSLogStoreClassName())
+
+
+@dataclass
+class CommitAttempt:
+    """One writer's try to create a commit file through the log store."""
+
+    writer: str
+    won: bool
+    error: str | None
+
+
+def race_commit_files(spark: Any, table_path: str, version: int, prepared: dict[str, list[str]]) -> list[CommitAttempt]:
+    """Let each prepared commit try to create ``_delta_log/<version>.json``, one after another.
+
+    This is the mutual-exclusion step of a commit: Delta's log store writes the actions to a
+    temporary file and renames it to the commit file *without overwrite*. The first writer
+    creates the file; every later writer gets ``FileAlreadyExistsException`` and must re-read
+    the log (in a real commit: check conflicts, then try ``version + 1``). The order of the
+    attempts is the order of ``prepared``, so the outcome is deterministic.
+    """
+    jvm = spark._jvm
+    hadoop_conf = spark._jsc.hadoopConfiguration()
+    commit = jvm.org.apache.hadoop.fs.Path(f"{Path(table_path).resolve().as_uri()}/_delta_log/{version:020d}.json")
+    scheme = str(commit.toUri().getScheme())
+    store_class: Any = jvm
+    for part in log_store_class_for(spark, scheme).split("."):  # py4j's view sees Spark's added jars
+        store_class = getattr(store_class, part)
+    store = store_class(hadoop_conf)
+    from py4j.protocol import Py4JJavaError
+
+    attempts: list[CommitAttempt] = []
+    for writer, actions in prepared.items():
+        lines = jvm.java.util.ArrayList()
+        for line in actions:
+            lines.add(line)
+        try:
+            store.write(commit, lines.iterator(), False, hadoop_conf)
+            attempts.append(CommitAttempt(writer, True, None))
+        except Py4JJavaError as error:
+            attempts.append(CommitAttempt(writer, False, str(error.java_exception.getClass().getName())))
+    return attempts
+
+
+# --------------------------------------------------------------------------------------------
+# Blind appends from threads and from processes
+# --------------------------------------------------------------------------------------------
+
+
+def append_rows(spark: Any, path: str, writer: int, rows: int) -> None:
+    """Blind-append ``rows`` rows tagged ``writer`` to the table, labelled in commitInfo."""
+    from pyspark.sql import functions as F
+
+    (spark.range(0, rows, 1, 1)
+     .withColumn("writer", F.lit(writer))
+     .write.format("delta").mode("append")
+     .option("userMetadata", f"writer-{writer}")
+     .save(path))
+
+
+def append_from_threads(spark: Any, path: str, writers: int, rows: int) -> list[BaseException]:
+    """``writers`` threads on one session, released together by a barrier, each append once."""
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def run(writer: int) -> None:
+        try:
+            barrier.wait(timeout=DEFAULT_TIMEOUT_S)
+            append_rows(spark, path, writer, rows)
+        except BaseException as error:  # noqa: BLE001 - reported to the caller
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(w,), name=f"writer-{w}") for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def append_from_processes(path: str, writers: int, rows: int, first_writer: int, signal_dir: Path | str,
+                          timeout_s: float = 300.0) -> list[int]:
+    """``writers`` separate Python processes, each with its own Spark session, append once.
+
+    Each process starts Spark, says it is ready, and waits for a common "go" file so the
+    appends overlap. Returns the exit codes (0 = committed).
+    """
+    signal_dir = Path(signal_dir)
+    shutil.rmtree(signal_dir, ignore_errors=True)
+    signal_dir.mkdir(parents=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    procs = []
+    for index in range(writers):
+        log = open(signal_dir / f"writer-{index}.log", "wb")  # noqa: SIM115 - closed below
+        procs.append((subprocess.Popen(
+            [sys.executable, "-m", "deltalab.concurrency", "append", path, str(first_writer + index), str(rows),
+             str(signal_dir)], stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    deadline = time.monotonic() + timeout_s
+    while len(list(signal_dir.glob("ready-*"))) < writers:
+        if any(p.poll() is not None for p, _ in procs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    (signal_dir / "go").touch()
+    codes = []
+    for proc, log in procs:
+        try:
+            codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(proc.wait())
+        log.close()
+    return codes
+
+
+def _process_main(argv: list[str]) -> int:
+    """Entry point of one writer process: ``append PATH WRITER ROWS SIGNAL_DIR``."""
+    if len(argv) != 5 or argv[0] != "append":
+        print("usage: python -m deltalab.concurrency append PATH WRITER ROWS SIGNAL_DIR", file=sys.stderr)
+        return 2
+    _, path, writer, rows, signal_dir = argv
+    from deltalab.session import get_spark
+
+    spark = get_spark(f"writer-{writer}", master="local[1]")
+    Path(signal_dir, f"ready-{writer}").touch()
+    deadline = time.monotonic() + DEFAULT_TIMEOUT_S
+    while not Path(signal_dir, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    append_rows(spark, path, int(writer), int(rows))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_process_main(sys.argv[1:]))

@@ -1,0 +1,148 @@
+"""Tests of deltalab.concurrency: deterministic conflicts on real Delta tables (no mocks)."""
+
+from __future__ import annotations
+
+import json
+
+import delta.exceptions as dx
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from deltalab import concurrency as cc
+from deltalab.errors import DeltaLabError
+
+
+# ----------------------------------------------------------------------------- no Spark needed
+
+
+def test_conflict_classes_do_not_inherit_from_one_another() -> None:
+    pairs = [(a, b) for a in cc.CONFLICT_CLASSES for b in cc.CONFLICT_CLASSES if a is not b and issubclass(a, b)]
+    assert pairs == []
+
+
+def test_conflict_name_reraises_what_is_not_a_conflict() -> None:
+    assert cc.conflict_name(None) == "none"
+    with pytest.raises(ValueError, match="boom"):
+        cc.conflict_name(ValueError("boom"))
+
+
+class _First(Exception):
+    pass
+
+
+class _Second(Exception):
+    pass
+
+
+def test_retry_on_conflict_retries_only_the_named_classes() -> None:
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise _First("lost the race")
+        return "done"
+
+    report = cc.retry_on_conflict(flaky, (_First,))
+    assert report.attempts == ["_First", "committed"] and report.result == "done"
+
+    with pytest.raises(_Second):
+        cc.retry_on_conflict(lambda: (_ for _ in ()).throw(_Second("other")), (_First,))
+    with pytest.raises(_First):
+        cc.retry_on_conflict(lambda: (_ for _ in ()).throw(_First("always")), (_First,), max_attempts=2)
+
+
+def test_retry_on_conflict_rejects_an_empty_tuple() -> None:
+    with pytest.raises(DeltaLabError, match="non-empty tuple"):
+        cc.retry_on_conflict(lambda: None, ())
+
+
+def test_latest_version_of_a_folder_that_is_not_a_table(tmp_path) -> None:
+    (tmp_path / "_delta_log").mkdir()
+    with pytest.raises(DeltaLabError, match="not a Delta table"):
+        cc.latest_version(tmp_path)
+
+
+# ----------------------------------------------------------------------------- real tables
+
+
+def test_race_commit_files_lets_exactly_one_writer_win(spark, tmp_path) -> None:
+    path = tmp_path / "race"
+    cc.make_pair_table(spark, path)
+    prepared = {w: [json.dumps({"commitInfo": {"userMetadata": w}})] for w in ("a", "b", "c")}
+    attempts = cc.race_commit_files(spark, str(path), 1, prepared)
+    assert [a.won for a in attempts] == [True, False, False]
+    assert {a.error for a in attempts[1:]} == {"java.nio.file.FileAlreadyExistsException"}
+    assert cc.commit_info(path, 1)["userMetadata"] == "a"
+    assert cc.commit_versions(path) == [0, 1]
+
+
+def test_log_store_classes(spark) -> None:
+    assert cc.log_store_class_for(spark, "file") == "io.delta.storage.HDFSLogStore"
+    assert cc.log_store_class_for(spark, "s3a") == "io.delta.storage.S3SingleDriverLogStore"
+
+
+def test_held_delete_gets_concurrent_append(spark, tmp_path) -> None:
+    held, winning, _ = cc.standard_operations()
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    result = cc.run_pair(spark, str(path), ("delete", dict(held)["delete"]), ("append", dict(winning)["append"]),
+                         tmp_path / "signals")
+    assert result.read_version == 0
+    assert isinstance(result.held_error, dx.ConcurrentAppendException)
+    assert result.outcome == "ConcurrentAppendException"
+    assert result.versions_after == 1
+
+
+def test_held_blind_append_retries_without_conflict(spark, tmp_path) -> None:
+    held, winning, _ = cc.standard_operations()
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    result = cc.run_pair(spark, str(path), ("append", dict(held)["append"]), ("append", dict(winning)["append"]),
+                         tmp_path / "signals")
+    assert result.outcome == "none"
+    assert result.versions_after == 2 and result.held_commit_read_version == 0
+
+
+def test_gate_that_is_never_evaluated_is_reported(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    with pytest.raises(DeltaLabError, match="without evaluating the gate"):
+        with cc.TransactionHold(spark, tmp_path / "signals") as hold:
+            hold.start(lambda gate: DeltaTable.forPath(spark, str(path)).delete(F.col("id") == 1))
+            hold.wait_until_held()
+
+
+def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    txn = cc.JvmTransaction(spark, str(path))
+    removes = txn.remove_all_files()
+    assert txn.read_version == 0 and len(removes) == 2
+    DeltaTable.forPath(spark, str(path)).delete("id < 10")
+    with pytest.raises(dx.ConcurrentDeleteDeleteException):
+        txn.commit(removes)
+    assert cc.commit_versions(path) == [0, 1]
+
+
+def test_blind_appends_from_threads_lose_nothing(spark, tmp_path) -> None:
+    path = tmp_path / "blind"
+    spark.createDataFrame([], "id long, writer int").write.format("delta").save(str(path))
+    assert cc.append_from_threads(spark, str(path), 3, 50) == []
+    assert cc.commit_versions(path) == [0, 1, 2, 3]
+    assert sorted(cc.commit_info(path, v)["userMetadata"] for v in (1, 2, 3)) == ["writer-0", "writer-1", "writer-2"]
+    assert spark.read.format("delta").load(str(path)).count() == 150
+
+
+def test_conflict_matrix_is_measured(spark, tmp_path) -> None:
+    held, winning, _ = cc.standard_operations()
+    template = tmp_path / "template"
+    cc.make_pair_table(spark, template)
+    matrix = cc.conflict_matrix(spark, template, tmp_path / "pairs", [h for h in held if h[0] == "delete"],
+                                [w for w in winning if w[0] in ("delete a file", "set property")])
+    assert matrix.loc["delete"].to_dict() == {
+        "delete a file": "ConcurrentDeleteReadException",
+        "set property": "MetadataChangedException",
+    }
+    assert "background-color" in cc.style_matrix(matrix).to_html()
