@@ -115,7 +115,7 @@ log "nbval over notebooks/ in the container (non-root, --network=none)"
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "$IMAGE" \
     bash -c 'test "$(id -u)" -ne 0 || { echo "running as root" >&2; exit 1; }
              test "$(ls /sys/class/net)" = lo || { echo "network is not off: $(ls /sys/class/net)" >&2; exit 1; }
-             export DELTALAB_WORKDIR="$(mktemp -d /tmp/deltalab-tests-XXXXXXXX)" MPLBACKEND=Agg
+             export DELTALAB_WORKDIR="$(mktemp -d /tmp/deltalab-tests-XXXXXXXX)"
              exec python -m pytest -n "${DELTALAB_CONTAINER_WORKERS:-2}" --dist loadscope notebooks -p no:cacheprovider' \
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))

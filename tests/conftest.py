@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from course_testing import REPO
 _TEMPORARY_ROOT: str | None = None
 
 
@@ -21,26 +21,13 @@ def pytest_configure(config: pytest.Config) -> None:
     global _TEMPORARY_ROOT
     _TEMPORARY_ROOT = tempfile.mkdtemp(prefix="deltalab-tests-")
     os.environ["DELTALAB_WORKDIR"] = _TEMPORARY_ROOT
-    # Matplotlib must never try to open a window while tests run.
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    # No MPLBACKEND here: nbval's kernels inherit this environment and must keep Jupyter's inline
+    # backend, or plt.show() would display nothing and stored figure outputs would not match.
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _TEMPORARY_ROOT:
         shutil.rmtree(_TEMPORARY_ROOT, ignore_errors=True)
-
-
-def in_ci() -> bool:
-    """True on the course's CI, where a missing tool is a failure rather than a reason to skip."""
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(condition: bool, reason: str) -> None:
-    """Skip the calling test when ``condition`` is false, except on CI, where it fails."""
-    if not condition:
-        if in_ci():
-            pytest.fail(f"required on CI: {reason}")
-        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from course_testing import require
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from course_testing import require
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ["00_hello_delta", "02_the_transaction_log"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import require
+from course_testing import require
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"

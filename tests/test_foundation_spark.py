@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, require
+from course_testing import REPO, require
 from deltalab import DeltaLabError, get_spark, workdir
 from deltalab.jars import cached_jars
 
