@@ -147,6 +147,7 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str
     global _session
     from pyspark.sql import SparkSession
 
+    _quiet_query_context_loggers()
     active = _session if _session is not None else SparkSession.getActiveSession()
     if active is not None and not active.sparkContext._jsc.sc().isStopped():
         _session = active
@@ -179,6 +180,25 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str
     spark.sparkContext.setLogLevel("ERROR")
     _session = spark
     return spark
+
+
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_query_context_loggers() -> None:
+    """Keep PySpark from printing a JSON record with a Java stack trace for some errors.
+
+    PySpark 4 logs every captured exception that carries a query context (CAST_INVALID_INPUT,
+    DIVIDE_BY_ZERO, overflows, ...) to stderr before raising it. The exception that follows
+    says the same in one line, so the record is only noise in a notebook cell.
+    """
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        # created through PySparkLogger, whose exception() takes the keyword arguments PySpark passes
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def stop_spark() -> None:
