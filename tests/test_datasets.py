@@ -1,0 +1,58 @@
+"""deltalab.datasets and the files in data/: found without a typed path, reproducible from their script."""
+
+from __future__ import annotations
+
+import csv
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_testing import REPO
+from deltalab.datasets import dataset_path
+from deltalab.errors import DeltaLabError
+
+
+def test_dataset_path_finds_the_clones_data_folder(monkeypatch):
+    monkeypatch.delenv("DELTALAB_DATA_DIR", raising=False)
+    assert dataset_path("loans_by_state.csv") == (REPO / "data" / "loans_by_state.csv").resolve()
+
+
+def test_data_dir_variable_comes_first(monkeypatch, tmp_path):
+    (tmp_path / "loans_by_state.csv").write_text("addr_state,count\nXX,1\n")
+    monkeypatch.setenv("DELTALAB_DATA_DIR", str(tmp_path))
+    assert dataset_path("loans_by_state.csv") == (tmp_path / "loans_by_state.csv").resolve()
+
+
+@pytest.mark.parametrize("name", ["", "../README.md", "data/loans_by_state.csv"])
+def test_a_path_is_not_a_dataset_name(name):
+    with pytest.raises(DeltaLabError, match="is not a dataset name"):
+        dataset_path(name)
+
+
+def test_a_missing_dataset_names_where_it_looked(monkeypatch, tmp_path):
+    monkeypatch.setenv("DELTALAB_DATA_DIR", str(tmp_path))
+    with pytest.raises(DeltaLabError) as caught:
+        dataset_path("no_such_file.csv")
+    assert str(tmp_path) in str(caught.value) and "DELTALAB_DATA_DIR" in str(caught.value)
+
+
+def test_loans_by_state_is_what_its_script_writes(tmp_path):
+    """The committed CSV is exactly the script's output for its default seed (data/README.md)."""
+    out = tmp_path / "loans.csv"
+    subprocess.run([sys.executable, str(REPO / "data" / "make_loans.py"), "--output", str(out)], check=True,
+                   capture_output=True)
+    assert out.read_bytes() == (REPO / "data" / "loans_by_state.csv").read_bytes(), (
+        "data/loans_by_state.csv is out of date: run `python data/make_loans.py` and commit the result"
+    )
+
+
+def test_loans_by_state_has_one_row_per_state():
+    script = runpy.run_path(str(REPO / "data" / "make_loans.py"))
+    with (REPO / "data" / "loans_by_state.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["addr_state"] for r in rows] == list(script["STATES"]) and len(rows) == 51
+    assert all(50 <= int(r["count"]) <= 50_000 for r in rows)
+    assert script["loans_by_state"](7) != script["loans_by_state"](2019), "the seed matters"
