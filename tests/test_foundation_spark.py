@@ -63,6 +63,31 @@ def test_static_setting_on_running_session_is_explained(spark):
         get_spark(master="local[1]")
 
 
+def test_runtime_sql_errors_print_no_java_stack_trace(spark):
+    """PySpark 4 logs a JSON record with the whole Java stack trace (logger SQLQueryContextLogger)
+    before raising errors that carry a query context; get_spark keeps that record out of notebooks."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = PySparkLogger.getLogger("SQLQueryContextLogger")
+    handler = Collect()
+    logger.addHandler(handler)
+    try:
+        with pytest.raises(Exception) as caught:
+            spark.sql("SELECT CAST('twelve' AS BIGINT) AS n").collect()
+    finally:
+        logger.removeHandler(handler)
+    assert "CAST_INVALID_INPUT" in str(caught.value)
+    assert not records, f"PySpark logged {len(records)} record(s): {records[0].getMessage()[:200]}"
+
+
 def test_workdir_recreated_table_reads_fresh(spark):
     path = str(workdir("foundation-recreate") / "t")
     spark.range(5).write.format("delta").save(path)
