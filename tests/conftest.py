@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from course_testing import REPO
 _TEMPORARY_ROOT: str | None = None
+_SECONDS_PER_FILE: dict[str, float] = defaultdict(float)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,3 +44,20 @@ def spark():
 def repo() -> Path:
     """The repository's root folder."""
     return REPO
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up setup, call and teardown time per file, and per lab (with xdist, in the controller)."""
+    path = report.nodeid.split("::")[0]
+    if path.endswith("test_labs.py") and report.nodeid.endswith("]"):
+        path += "[" + report.nodeid.rsplit("[", 1)[1]   # one line per lab
+    _SECONDS_PER_FILE[path] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print how long each notebook, lab and test file took: the run times the issues ask for."""
+    if not _SECONDS_PER_FILE:
+        return
+    terminalreporter.write_sep("-", "seconds per file (setup + call + teardown, summed over its tests)")
+    for path, seconds in sorted(_SECONDS_PER_FILE.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
