@@ -114,6 +114,18 @@ def test_file_stats_replays_checkpoints_and_removes(spark, tmp_path):
     assert sorted(stats["path"]) == live
 
 
+def test_file_stats_reports_rows_hidden_by_deletion_vectors(spark, tmp_path):
+    path = tmp_path / "with_dv"
+    spark.range(0, 20, 1, 2).write.format("delta").save(str(path))
+    assert "deletedRows" not in file_stats(path).columns, "no deletion vector, no column"
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id IN (1, 2, 15)")
+    stats = file_stats(path)
+    assert sorted(stats["deletedRows"]) == [1, 2], "one file hides 1 row, the other 2"
+    assert stats["numRecords"].sum() == 20, "numRecords still counts the hidden rows"
+    assert (stats["numRecords"] - stats["deletedRows"]).sum() == _read(spark, path).count() == 17
+
+
 def test_partition_pruning_is_reported_like_skipping(spark, tmp_path):
     path = tmp_path / "partitioned"
     spark.range(0, 300, 1, 1).select("id", (F.col("id") % 3).alias("p")).write.format("delta").partitionBy(

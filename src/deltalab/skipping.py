@@ -58,7 +58,8 @@ def file_stats(table_path: str | Path) -> "pd.DataFrame":
     """One row per live data file of the table, with the statistics its ``add`` action carries.
 
     Columns: ``path`` (relative to the table, decoded), ``size`` (bytes), ``numRecords``, one
-    ``partition.<col>`` per partition column, then for every column with statistics
+    ``deletedRows`` (only when some file has a deletion vector: the rows it hides, which
+    ``numRecords`` still counts), one ``partition.<col>`` per partition column, then for every column with statistics
     ``min.<col>``, ``max.<col>`` and ``nullCount.<col>`` (nested fields as ``a.b``). A column Delta
     collected no statistics for (see ``delta.dataSkippingNumIndexedCols``) has no ``min.``/``max.``
     entry; a file without stats has NaN. Read from the log files directly with
@@ -75,6 +76,9 @@ def file_stats(table_path: str | Path) -> "pd.DataFrame":
         if isinstance(stats, str):  # the raw JSON string of the log (replay_log parses it already)
             stats = json.loads(stats)
         row["numRecords"] = stats.get("numRecords")
+        if add.get("deletionVector"):
+            # numRecords counts the rows the file holds; a deletion vector hides some of them
+            row["deletedRows"] = int(add["deletionVector"]["cardinality"])
         partition_values = add.get("partitionValues") or {}
         if isinstance(partition_values, list):  # a map read from a Parquet checkpoint
             partition_values = dict(partition_values)
@@ -95,7 +99,9 @@ def file_stats(table_path: str | Path) -> "pd.DataFrame":
         name = c.split(".", 1)[1]
         if name not in names:
             names.append(name)
-    ordered = ["path", "size", "numRecords"] + sorted(c for c in frame.columns if c.startswith("partition."))
+    if "deletedRows" in frame.columns:
+        frame["deletedRows"] = frame["deletedRows"].fillna(0).astype("int64")
+    ordered = ["path", "size", "numRecords"] + (["deletedRows"] if "deletedRows" in frame.columns else []) + sorted(c for c in frame.columns if c.startswith("partition."))
     renamed = {}
     for name in names:
         for kind, short in (("minValues", "min"), ("maxValues", "max"), ("nullCount", "nullCount")):
