@@ -16,13 +16,14 @@ import pytest
 
 from course_testing import REPO
 _TEMPORARY_ROOT: str | None = None
-_SECONDS_PER_FILE: dict[str, float] = defaultdict(float)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global _TEMPORARY_ROOT
     _TEMPORARY_ROOT = tempfile.mkdtemp(prefix="deltalab-tests-")
     os.environ["DELTALAB_WORKDIR"] = _TEMPORARY_ROOT
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) prints the table
+        config.pluginmanager.register(SecondsPerFile(), "deltalab-seconds-per-file")
     # No MPLBACKEND here: nbval's kernels inherit this environment and must keep Jupyter's inline
     # backend, or plt.show() would display nothing and stored figure outputs would not match.
 
@@ -46,18 +47,25 @@ def repo() -> Path:
     return REPO
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Add up setup, call and teardown time per file, and per lab (with xdist, in the controller)."""
-    path = report.nodeid.split("::")[0]
-    if path.endswith("test_labs.py") and report.nodeid.endswith("]"):
-        path += "[" + report.nodeid.rsplit("[", 1)[1]   # one line per lab
-    _SECONDS_PER_FILE[path] += report.duration
+class SecondsPerFile:
+    """Adds up setup, call and teardown time per file, and per lab, and prints the table at the end.
 
+    Registered as a plugin (not as conftest hooks) so that it also sees the notebooks' nbval
+    items, which live outside tests/, in a run without xdist.
+    """
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    """Print how long each notebook, lab and test file took: the run times the issues ask for."""
-    if not _SECONDS_PER_FILE:
-        return
-    terminalreporter.write_sep("-", "seconds per file (setup + call + teardown, summed over its tests)")
-    for path, seconds in sorted(_SECONDS_PER_FILE.items(), key=lambda item: -item[1]):
-        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::")[0]
+        if path.endswith("test_labs.py") and report.nodeid.endswith("]"):
+            path += "[" + report.nodeid.rsplit("[", 1)[1]   # one line per lab
+        self.seconds[path] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.seconds:
+            return
+        terminalreporter.write_sep("-", "seconds per file (setup + call + teardown, summed over its tests)")
+        for path, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{seconds:8.1f}  {path}")
