@@ -88,6 +88,22 @@ def test_runtime_sql_errors_print_no_java_stack_trace(spark):
     assert not records, f"PySpark logged {len(records)} record(s): {records[0].getMessage()[:200]}"
 
 
+def test_temporary_conf_puts_back_what_was_there(spark):
+    from deltalab import temporary_conf
+
+    unset_key, set_key = "spark.databricks.delta.schema.autoMerge.enabled", "spark.sql.shuffle.partitions"
+    assert spark.conf.get(unset_key, None) is None
+    before = spark.conf.get(set_key)
+    with temporary_conf(spark, {unset_key: "true", set_key: "7"}):
+        assert (spark.conf.get(unset_key), spark.conf.get(set_key)) == ("true", "7")
+    assert spark.conf.get(unset_key, None) is None, "a setting that was unset is unset again"
+    assert spark.conf.get(set_key) == before
+    with pytest.raises(RuntimeError):
+        with temporary_conf(spark, {unset_key: "true"}):
+            raise RuntimeError("the block failed")
+    assert spark.conf.get(unset_key, None) is None, "also when the block raises"
+
+
 def test_workdir_recreated_table_reads_fresh(spark):
     path = str(workdir("foundation-recreate") / "t")
     spark.range(5).write.format("delta").save(path)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from deltalab.errors import DeltaLabError
 from deltalab.log import dv_id, read_log, replay_log, short_file_name
+from deltalab.session import temporary_conf
 
 
 # --- pure Python: hand-written logs --------------------------------------------------------
@@ -130,22 +130,6 @@ def test_corrupt_checkpoint(tmp_path: Path) -> None:
 
 # --- against Spark: real tables ------------------------------------------------------------
 
-@contextmanager
-def spark_conf(spark, **settings: str):
-    """Set session settings for the block and put the old values back afterwards."""
-    old = {key: spark.conf.get(key, None) for key in settings}
-    try:
-        for key, value in settings.items():
-            spark.conf.set(key, value)
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 def assert_replay_matches_spark(spark, table: Path) -> None:
     """At every version: replay_log (with and without checkpoints) lists what Spark reads."""
     latest = replay_log(table).version
@@ -180,7 +164,7 @@ def test_partitioned_table_with_deletion_vectors_and_checkpoints(spark, tmp_path
 
 def test_multi_part_checkpoint(spark, tmp_path: Path) -> None:
     table = tmp_path / "multi"
-    with spark_conf(spark, **{"spark.databricks.delta.checkpoint.partSize": "3"}):
+    with temporary_conf(spark, {"spark.databricks.delta.checkpoint.partSize": "3"}):
         spark.range(0, 40, 1, 8).write.format("delta").option("delta.checkpointInterval", "2").save(str(table))
         spark.range(0, 10, 1, 2).write.format("delta").mode("append").save(str(table))
         spark.sql(f"DELETE FROM delta.`{table}` WHERE id < 5")
@@ -192,8 +176,8 @@ def test_multi_part_checkpoint(spark, tmp_path: Path) -> None:
 @pytest.mark.parametrize("top_level", ["parquet", "json"])
 def test_v2_checkpoint_with_sidecars(spark, tmp_path: Path, top_level: str) -> None:
     table = tmp_path / f"v2_{top_level}"
-    with spark_conf(spark, **{"spark.databricks.delta.checkpoint.partSize": "3",
-                              "spark.databricks.delta.checkpointV2.topLevelFileFormat": top_level}):
+    with temporary_conf(spark, {"spark.databricks.delta.checkpoint.partSize": "3",
+                                "spark.databricks.delta.checkpointV2.topLevelFileFormat": top_level}):
         (spark.range(0, 40, 1, 8).write.format("delta").option("delta.checkpointInterval", "2")
             .option("delta.checkpointPolicy", "v2").save(str(table)))
         spark.range(0, 10, 1, 2).write.format("delta").mode("append").save(str(table))

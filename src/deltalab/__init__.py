@@ -8,7 +8,7 @@ The course calls these instead of copying code between notebooks::
 from deltalab.errors import DeltaLabError
 from deltalab.log import read_log, replay_log
 from deltalab.params import check_parameters
-from deltalab.session import get_spark, stop_spark
+from deltalab.session import get_spark, stop_spark, temporary_conf
 from deltalab.skipping import file_stats, scan_metrics, skipping_effectiveness
 from deltalab.tree import show_tree
 from deltalab.versions import show_versions
@@ -26,5 +26,6 @@ __all__ = [
     "show_versions",
     "skipping_effectiveness",
     "stop_spark",
+    "temporary_conf",
     "workdir",
 ]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from deltalab.errors import DeltaLabError
+from deltalab.session import temporary_conf
 
 __all__ = [
     "CheckFailed",
@@ -106,6 +107,16 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:39] + "…"
 
 
+def file_set_difference(missing: list[str], extra: list[str]) -> str:
+    """'2 file(s) Spark reads are missing (e.g. a) and 1 file(s) Spark does not read are included (e.g. b)'."""
+    detail = []
+    if missing:
+        detail.append(f"{len(missing)} file(s) Spark reads are missing (e.g. {missing[0]})")
+    if extra:
+        detail.append(f"{len(extra)} file(s) Spark does not read are included (e.g. {extra[0]})")
+    return " and ".join(detail)
+
+
 def _spark():
     from pyspark.sql import SparkSession
 
@@ -153,15 +164,8 @@ def _parquet_files(spark) -> list[str]:
     )
     # A small Parquet block size (read from the session's Hadoop settings) cuts each file into
     # several row groups, so answers that read only the first row group are caught.
-    previous = spark.conf.get("parquet.block.size", None)
-    spark.conf.set("parquet.block.size", "8192")
-    try:
+    with temporary_conf(spark, {"parquet.block.size": "8192"}):
         df.repartition(2).write.format("delta").save(path)
-    finally:
-        if previous is None:
-            spark.conf.unset("parquet.block.size")
-        else:
-            spark.conf.set("parquet.block.size", previous)
     files = sorted(str(Path(path) / _file_name(f)) for f in spark.read.format("delta").load(path).inputFiles())
     _PARQUET_TABLE["files"] = files
     return files
@@ -329,12 +333,7 @@ def check_active_files(active_files: Callable[[str, int], Iterable[str]]) -> Non
         else:
             fix = ("start from the newest checkpoint at or before `version` (its `add` column lists the live "
                    "files), then apply the add and remove actions of each later JSON commit up to `version`.")
-        detail = []
-        if missing:
-            detail.append(f"{len(missing)} file(s) Spark reads are missing (e.g. {missing[0]})")
-        if extra:
-            detail.append(f"{len(extra)} file(s) Spark does not read are included (e.g. {extra[0]})")
-        raise CheckFailed(check, f"at version {version}, " + " and ".join(detail) + ".", fix)
+        raise CheckFailed(check, f"at version {version}, {file_set_difference(missing, extra)}.", fix)
     _passed(check, f"matches Spark's inputFiles() at versions {versions[0]} to {versions[-1]}, "
                    "across two checkpoints, a DELETE and an OPTIMIZE.")
 
@@ -462,18 +461,9 @@ def _zorder_and_measure(spark, columns: list[str]) -> float:
     """Build the events table, OPTIMIZE ZORDER BY ``columns``, return the skipping effectiveness."""
     path = str(_fresh_dir("lab08") / "events")
     make_zorder_table(spark, path)
-    previous = {k: spark.conf.get(k, None) for k in
-                ("spark.databricks.delta.optimize.maxFileSize", "spark.sql.files.maxRecordsPerFile")}
-    try:
-        spark.conf.set("spark.databricks.delta.optimize.maxFileSize", 4096)
-        spark.conf.set("spark.sql.files.maxRecordsPerFile", 256)
+    with temporary_conf(spark, {"spark.databricks.delta.optimize.maxFileSize": "4096",
+                                "spark.sql.files.maxRecordsPerFile": "256"}):
         spark.sql(f"OPTIMIZE delta.`{path}` ZORDER BY ({', '.join(columns)})")
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     return skipping_effectiveness(spark, path, ZORDER_QUERY_MIX)
 
 

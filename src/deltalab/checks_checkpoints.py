@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deltalab.checks import CheckFailed, _call, _file_name, _fresh_dir, _passed, _spark, _spark_files
+from deltalab.checks import (CheckFailed, _call, _file_name, _fresh_dir, _passed, _spark, _spark_files,
+                             file_set_difference)
 
 __all__ = [
     "CheckFailed",
@@ -288,11 +289,7 @@ def check_checkpoint_active_files(checkpoint_active_files: Callable[[str, int], 
         else:
             fix = ("files added before version N are only in N.checkpoint.parquet; read its add column, not the "
                    "JSON commit N.json.")
-        detail = []
-        if missing:
-            detail.append(f"{len(missing)} file(s) Spark reads are missing (e.g. {missing[0]})")
-        if extra:
-            detail.append(f"{len(extra)} file(s) Spark does not read are included (e.g. {extra[0]})")
-        raise CheckFailed(check, f"for the checkpoint of version {version}, " + " and ".join(detail) + ".", fix)
+        where = f"for the checkpoint of version {version}"
+        raise CheckFailed(check, f"{where}, {file_set_difference(missing, extra)}.", fix)
     _passed(check, f"the add rows of the checkpoints at {table.checkpoints} are exactly the files Spark reads at "
                    "those versions; the tombstones were left out.")

@@ -201,6 +201,27 @@ def _quiet_query_context_loggers() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+@contextmanager
+def temporary_conf(spark, settings: dict[str, str]) -> Iterator[None]:
+    """Set session settings for the ``with`` block, then put back what was there before.
+
+    A setting that was unset before is unset again (not set to its default), so a lesson that
+    switches on, say, ``spark.databricks.delta.schema.autoMerge.enabled`` for one write cannot
+    leak it into the rest of the notebook, even if the write fails.
+    """
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, str(value))
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def stop_spark() -> None:
     """Stop the kernel's session (tests and scripts; notebooks keep theirs until the kernel ends)."""
     global _session

@@ -46,6 +46,20 @@ def _live_adds(table_path: str | Path) -> list[dict[str, Any]]:
     return list(replay_log(_local_path(str(table_path))).files.values())
 
 
+def _running_spark(spark: Any, what: str) -> Any:
+    """``spark``, else the active session; ``what`` names the call when there is none."""
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise DeltaLabError(
+            f"{what} but no Spark session is running.",
+            fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
+        )
+    return spark
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for key, inner in value.items():
@@ -243,16 +257,7 @@ def scan_metrics(query: "DataFrame | str", spark: "SparkSession | None" = None) 
     scan node's metrics in the executed plan. Nothing is inferred from the statistics.
     """
     if isinstance(query, str):
-        if spark is None:
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession()
-        if spark is None:
-            raise DeltaLabError(
-                "scan_metrics got a SQL string but no Spark session is running.",
-                fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
-            )
-        query = spark.sql(query)
+        query = _running_spark(spark, "scan_metrics got a SQL string").sql(query)
     if not hasattr(query, "inputFiles"):
         raise DeltaLabError(
             f"scan_metrics expects a DataFrame or a SQL string, got {type(query).__name__}.",
@@ -291,15 +296,7 @@ def skipping_effectiveness(
     import pandas as pd
 
     if isinstance(table, (str, Path)):
-        if spark is None:
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession()
-        if spark is None:
-            raise DeltaLabError(
-                "skipping_effectiveness got a table path but no Spark session is running.",
-                fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
-            )
+        spark = _running_spark(spark, "skipping_effectiveness got a table path")
         delta_log_dir(_local_path(str(table)))
         table = spark.read.format("delta").load(str(table))
     filters = list(filters)
