@@ -10,7 +10,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from deltalab import concurrency as cc
+from deltalab import writers
 from deltalab.errors import DeltaLabError
+from deltalab.log import commit_info, commit_versions, latest_version
+from deltalab.plots import style_conflict_matrix
 
 
 # ----------------------------------------------------------------------------- no Spark needed
@@ -61,7 +64,7 @@ def test_retry_on_conflict_rejects_an_empty_tuple() -> None:
 def test_latest_version_of_a_folder_that_is_not_a_table(tmp_path) -> None:
     (tmp_path / "_delta_log").mkdir()
     with pytest.raises(DeltaLabError, match="not a Delta table"):
-        cc.latest_version(tmp_path)
+        latest_version(tmp_path)
 
 
 # ----------------------------------------------------------------------------- real tables
@@ -74,8 +77,8 @@ def test_race_commit_files_lets_exactly_one_writer_win(spark, tmp_path) -> None:
     attempts = cc.race_commit_files(spark, str(path), 1, prepared)
     assert [a.won for a in attempts] == [True, False, False]
     assert {a.error for a in attempts[1:]} == {"java.nio.file.FileAlreadyExistsException"}
-    assert cc.commit_info(path, 1)["userMetadata"] == "a"
-    assert cc.commit_versions(path) == [0, 1]
+    assert commit_info(path, 1)["userMetadata"] == "a"
+    assert commit_versions(path) == [0, 1]
 
 
 def test_log_store_classes(spark) -> None:
@@ -123,15 +126,15 @@ def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
     DeltaTable.forPath(spark, str(path)).delete("id < 10")
     with pytest.raises(dx.ConcurrentDeleteDeleteException):
         txn.commit(removes)
-    assert cc.commit_versions(path) == [0, 1]
+    assert commit_versions(path) == [0, 1]
 
 
 def test_blind_appends_from_threads_lose_nothing(spark, tmp_path) -> None:
     path = tmp_path / "blind"
     spark.createDataFrame([], "id long, writer int").write.format("delta").save(str(path))
-    assert cc.append_from_threads(spark, str(path), 3, 50) == []
-    assert cc.commit_versions(path) == [0, 1, 2, 3]
-    assert sorted(cc.commit_info(path, v)["userMetadata"] for v in (1, 2, 3)) == ["writer-0", "writer-1", "writer-2"]
+    assert writers.append_from_threads(spark, str(path), 3, 50) == []
+    assert commit_versions(path) == [0, 1, 2, 3]
+    assert sorted(commit_info(path, v)["userMetadata"] for v in (1, 2, 3)) == ["writer-0", "writer-1", "writer-2"]
     assert spark.read.format("delta").load(str(path)).count() == 150
 
 
@@ -145,4 +148,4 @@ def test_conflict_matrix_is_measured(spark, tmp_path) -> None:
         "delete a file": "ConcurrentDeleteReadException",
         "set property": "MetadataChangedException",
     }
-    assert "background-color" in cc.style_matrix(matrix).to_html()
+    assert "background-color" in style_conflict_matrix(matrix).to_html()

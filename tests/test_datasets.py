@@ -1,4 +1,4 @@
-"""deltalab.datasets and the files in data/: found without a typed path, reproducible from their script."""
+"""deltalab.locations.dataset_path and the files in data/: found without a typed path, reproducible from their script."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from course_testing import REPO
-from deltalab.datasets import dataset_path
+from deltalab.locations import dataset_path
 from deltalab.errors import DeltaLabError
 
 

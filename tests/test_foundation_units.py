@@ -103,7 +103,8 @@ def test_unreachable_standalone_master(monkeypatch):
 
 # --- work directories ---------------------------------------------------------------------
 
-from deltalab.workdir import ROOT_MARKER, repo_root, work_root, workdir
+from deltalab.locations import ROOT_MARKER, repo_root, work_root
+from deltalab.workdir import workdir
 
 
 def test_workdir_is_emptied_and_under_root(tmp_path, monkeypatch):
@@ -180,7 +181,7 @@ def test_good_parameters_pass():
 
 # --- trees --------------------------------------------------------------------------------
 
-from deltalab.tree import human_size, tree_lines
+from deltalab.files import human_size, tree_lines
 
 
 def test_tree_lines(tmp_path):
@@ -251,7 +252,11 @@ def test_lock_satisfies_pyproject():
         name = requirement.name.lower().replace("_", "-")
         assert name in pins, f"{name} is in pyproject.toml but not pinned in requirements.lock"
         assert requirement.specifier.contains(pins[name], prereleases=True), f"lock pins {name}=={pins[name]}, pyproject wants {requirement}"
-    assert pins["pyspark"] == "4.2.0" and pins["delta-spark"] == "4.4.1"
+    from deltalab.versions import PINNED_PYTHON_PACKAGES
+
+    assert {name: pins[name] for name in PINNED_PYTHON_PACKAGES} == PINNED_PYTHON_PACKAGES, (
+        "deltalab.versions.PINNED_PYTHON_PACKAGES (what doctor checks) must match requirements.lock"
+    )
     assert int(pins["pandas"].split(".")[0]) < 3
 
 

@@ -18,8 +18,9 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="the labs need the `labs` extra: pip install -e '.[labs]'")
 
-from deltalab.checks import CheckFailed  # noqa: E402
-from deltalab.grading import check_results, generate_student_versions, grade_folder, run_in_process  # noqa: E402
+from deltalab.labs.grading import grade_folder  # noqa: E402
+from deltalab.labs.harness import CheckFailed  # noqa: E402
+from lab_testing import check_results, generate_student_versions, run_in_process  # noqa: E402
 
 LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
 LABS = sorted(p.name for p in (LABS_DIR / "source").iterdir() if p.is_dir())

@@ -1,13 +1,14 @@
-"""deltalab.schema on real Delta tables: error conditions, directory snapshots, orphans, schema history."""
+"""deltalab.schema, deltalab.errors.failure_of and deltalab.files on real Delta tables: error conditions,
+directory snapshots, orphans, schema history."""
 
 from __future__ import annotations
 
 import pytest
 
 from deltalab import workdir
-from deltalab.errors import DeltaLabError
-from deltalab.schema import (column_mapping, directory_files, failure_of, orphan_data_files,
-                             parquet_columns, schema_history)
+from deltalab.errors import DeltaLabError, failure_of
+from deltalab.files import directory_files, orphan_data_files
+from deltalab.schema import column_mapping, parquet_columns, schema_history
 
 
 @pytest.fixture()

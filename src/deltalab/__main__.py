@@ -1,9 +1,10 @@
-"""Command line: ``python -m deltalab doctor | fetch-jars | execute NOTEBOOK...``."""
+"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from deltalab.errors import DeltaLabError
 
@@ -16,27 +17,49 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("fetch-jars", help="download Delta's jars into the cache once (needs the network)")
     execute = commands.add_parser("execute", help="run notebooks in place so that their stored outputs are fresh")
     execute.add_argument("notebooks", nargs="+")
+    grade = commands.add_parser("grade", help="grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV")
+    grade.add_argument("lab", help="lab id, e.g. lab02_log")
+    grade.add_argument("folder", type=Path, help="folder with one <student_id>.ipynb per student")
+    grade.add_argument("--course", type=Path, default=Path("labs"), help="the labs course directory")
+    grade.add_argument("--out", type=Path, default=None, help="CSV path (default labs/grades/LAB.csv)")
+    bench = commands.add_parser("bench", help="measure cold start (plain Spark vs Delta) and every notebook's cells")
+    bench.add_argument("notebooks", nargs="*", help="notebooks to time (default: all of notebooks/)")
+    bench.add_argument("--repeat", type=int, default=3, help="cold starts of each kind (default 3)")
+    bench.add_argument("--skip-notebooks", action="store_true", help="only the cold-start comparison")
     args = parser.parse_args(argv)
     try:
-        if args.command == "doctor":
-            from deltalab.doctor import main as doctor_main
-
-            return doctor_main(smoke=args.smoke)
-        if args.command == "fetch-jars":
-            from deltalab.jars import fetch_jars, jar_dir
-
-            jars = fetch_jars()
-            print(f"{len(jars)} Delta jars cached in {jar_dir()}")
-            return 0
-        from deltalab.notebook import execute_in_place
-
-        for notebook in args.notebooks:
-            seconds = execute_in_place(notebook)
-            print(f"{notebook}: executed in {seconds:.0f} s")
-        return 0
+        return _run(args)
     except DeltaLabError as error:
         print(f"deltalab: {error}", file=sys.stderr)
         return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command == "doctor":
+        from deltalab.doctor import main as doctor_main
+
+        return doctor_main(smoke=args.smoke)
+    if args.command == "fetch-jars":
+        from deltalab.jars import fetch_jars, jar_dir
+
+        jars = fetch_jars()
+        print(f"{len(jars)} Delta jars cached in {jar_dir()}")
+        return 0
+    if args.command == "bench":
+        from deltalab.bench import main as bench_main
+
+        return bench_main(args.repeat, args.notebooks, args.skip_notebooks)
+    if args.command == "grade":
+        from deltalab.labs.grading import grade_folder
+
+        grade_folder(args.lab, args.folder, args.course, args.out)
+        return 0
+    from deltalab.notebook import execute_in_place
+
+    for notebook in args.notebooks:
+        seconds = execute_in_place(notebook)
+        print(f"{notebook}: executed in {seconds:.0f} s")
+    return 0
 
 
 if __name__ == "__main__":

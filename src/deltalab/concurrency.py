@@ -12,7 +12,12 @@ lessons, so these helpers *hold* a transaction at a known point instead:
   the one case no SQL operation reaches (removing files that were never read).
 * :func:`race_commit_files` calls the log store the way a commit does, to show put-if-absent.
 * :func:`run_pair` / :func:`conflict_matrix` run every pair of operations and record what the
-  second committer got, so the course's conflict matrix is measured, never typed.
+  second committer got, so the course's conflict matrix is measured, never typed
+  (``deltalab.plots.style_conflict_matrix`` colours it).
+* :func:`retry_on_conflict` retries an operation on the conflicts it names.
+
+Writers in other threads and processes (blind appends, a writer killed mid-commit) are in
+:mod:`deltalab.writers`.
 
 Why files and not a ``threading.Event`` inside the UDF: Python UDFs run in PySpark *worker
 processes*, not in the driver's Python, so an Event object of the driver is not shared with them.
@@ -23,10 +28,7 @@ held operation's thread has finished.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
 
 from deltalab.errors import DeltaLabError
+from deltalab.log import commit_info, latest_version
 
 #: Every commit-conflict class of ``delta.exceptions``. They do NOT inherit from one another
 #: (each derives from PySparkException only), so a retry loop must name the ones it handles.
@@ -226,32 +229,6 @@ class PairOutcome:
         return conflict_name(self.held_error)
 
 
-def commit_versions(path: str | Path) -> list[int]:
-    """The versions that have a ``NNNNNNNNNNNNNNNNNNNN.json`` commit file, in order (no Spark)."""
-    log = Path(path) / "_delta_log"
-    return sorted(int(f.name[:20]) for f in log.glob("*.json") if f.name[:20].isdigit() and len(f.name) == 25)
-
-
-def latest_version(path: str | Path) -> int:
-    """The table's latest version: the highest commit file in ``_delta_log`` (no Spark)."""
-    versions = commit_versions(path)
-    if not versions:
-        raise DeltaLabError(f"{path} has no commit files: it is not a Delta table.", fix="Create the table first.")
-    return versions[-1]
-
-
-def commit_info(path: str | Path, version: int) -> dict[str, Any]:
-    """The ``commitInfo`` action of one commit, read from its JSON file (no Spark)."""
-    import json
-
-    with open(Path(path) / "_delta_log" / f"{version:020d}.json", encoding="utf-8") as handle:
-        for line in handle:
-            action = json.loads(line)
-            if "commitInfo" in action:
-                return dict(action["commitInfo"])
-    return {}
-
-
 def run_pair(spark: Any, path: str, held: tuple[str, HeldOperation], winner: tuple[str, WinningOperation],
              signal_dir: Path | str) -> PairOutcome:
     """Hold ``held`` after its read, commit ``winner``, release, and report both outcomes."""
@@ -299,19 +276,6 @@ def conflict_matrix(spark: Any, template: Path | str, scratch: Path | str,
     frame.index.name = "held (reads first, commits second)"
     frame.columns.name = "commits in between"
     return frame
-
-
-def style_matrix(frame: Any) -> Any:
-    """Colour a conflict matrix: green for ``none``, one shade per conflict class."""
-    palette = {
-        "none": "#d9f2d9",
-        "ConcurrentAppendException": "#ffd9b3",
-        "ConcurrentDeleteReadException": "#ffb3b3",
-        "ConcurrentDeleteDeleteException": "#e6b3ff",
-        "MetadataChangedException": "#b3d1ff",
-        "ProtocolChangedException": "#cccccc",
-    }
-    return frame.style.map(lambda v: f"background-color: {palette.get(v, '#ffffff')}")
 
 
 def make_pair_table(spark: Any, path: str | Path) -> None:
@@ -503,96 +467,3 @@ def race_commit_files(spark: Any, table_path: str, version: int, prepared: dict[
         except Py4JJavaError as error:
             attempts.append(CommitAttempt(writer, False, str(error.java_exception.getClass().getName())))
     return attempts
-
-
-# --------------------------------------------------------------------------------------------
-# Blind appends from threads and from processes
-# --------------------------------------------------------------------------------------------
-
-
-def append_rows(spark: Any, path: str, writer: int, rows: int) -> None:
-    """Blind-append ``rows`` rows tagged ``writer`` to the table, labelled in commitInfo."""
-    from pyspark.sql import functions as F
-
-    (spark.range(0, rows, 1, 1)
-     .withColumn("writer", F.lit(writer))
-     .write.format("delta").mode("append")
-     .option("userMetadata", f"writer-{writer}")
-     .save(path))
-
-
-def append_from_threads(spark: Any, path: str, writers: int, rows: int) -> list[BaseException]:
-    """``writers`` threads on one session, released together by a barrier, each append once."""
-    barrier = threading.Barrier(writers)
-    errors: list[BaseException] = []
-
-    def run(writer: int) -> None:
-        try:
-            barrier.wait(timeout=DEFAULT_TIMEOUT_S)
-            append_rows(spark, path, writer, rows)
-        except BaseException as error:  # noqa: BLE001 - reported to the caller
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(w,), name=f"writer-{w}") for w in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
-def append_from_processes(path: str, writers: int, rows: int, first_writer: int, signal_dir: Path | str,
-                          timeout_s: float = 300.0) -> list[int]:
-    """``writers`` separate Python processes, each with its own Spark session, append once.
-
-    Each process starts Spark, says it is ready, and waits for a common "go" file so the
-    appends overlap. Returns the exit codes (0 = committed).
-    """
-    signal_dir = Path(signal_dir)
-    shutil.rmtree(signal_dir, ignore_errors=True)
-    signal_dir.mkdir(parents=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    procs = []
-    for index in range(writers):
-        log = open(signal_dir / f"writer-{index}.log", "wb")  # noqa: SIM115 - closed below
-        procs.append((subprocess.Popen(
-            [sys.executable, "-m", "deltalab.concurrency", "append", path, str(first_writer + index), str(rows),
-             str(signal_dir)], stdout=log, stderr=subprocess.STDOUT, env=env), log))
-    deadline = time.monotonic() + timeout_s
-    while len(list(signal_dir.glob("ready-*"))) < writers:
-        if any(p.poll() is not None for p, _ in procs) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    (signal_dir / "go").touch()
-    codes = []
-    for proc, log in procs:
-        try:
-            codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            codes.append(proc.wait())
-        log.close()
-    return codes
-
-
-def _process_main(argv: list[str]) -> int:
-    """Entry point of one writer process: ``append PATH WRITER ROWS SIGNAL_DIR``."""
-    if len(argv) != 5 or argv[0] != "append":
-        print("usage: python -m deltalab.concurrency append PATH WRITER ROWS SIGNAL_DIR", file=sys.stderr)
-        return 2
-    _, path, writer, rows, signal_dir = argv
-    from deltalab.session import get_spark
-
-    spark = get_spark(f"writer-{writer}", master="local[1]")
-    Path(signal_dir, f"ready-{writer}").touch()
-    deadline = time.monotonic() + DEFAULT_TIMEOUT_S
-    while not Path(signal_dir, "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    append_rows(spark, path, int(writer), int(rows))
-    spark.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_process_main(sys.argv[1:]))

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from deltalab.errors import DeltaLabError
-from deltalab.versions import DELTA_JVM_VERSION, delta_maven_coordinate, installed_version
-
-EXPECTED = {"pyspark": "4.2.0", "delta-spark": "4.4.1"}
+from deltalab.versions import DELTA_JVM_VERSION, PINNED_PYTHON_PACKAGES, delta_maven_coordinate, installed_version
 
 
 @dataclass
@@ -37,8 +35,8 @@ def _java() -> Check:
 
 
 def _packages() -> Check:
-    found = {name: installed_version(name) for name in (*EXPECTED, "pandas", "pyarrow")}
-    wrong = [f"{name} {found[name]} (want {want})" for name, want in EXPECTED.items() if found[name] != want]
+    found = {name: installed_version(name) for name in (*PINNED_PYTHON_PACKAGES, "pandas", "pyarrow")}
+    wrong = [f"{name} {found[name]} (want {want})" for name, want in PINNED_PYTHON_PACKAGES.items() if found[name] != want]
     pandas = found["pandas"]
     if pandas is None or int(pandas.split(".")[0]) >= 3:
         wrong.append(f"pandas {pandas} (want < 3: pyspark 4.2.0 does not support pandas 3 yet)")
@@ -70,7 +68,7 @@ def _network(jars_ok: bool) -> Check:
 
 
 def _workdir() -> Check:
-    from deltalab.workdir import WORKDIR_ENV, work_root
+    from deltalab.locations import WORKDIR_ENV, work_root
 
     root = work_root()
     origin = WORKDIR_ENV if os.environ.get(WORKDIR_ENV) else "default"

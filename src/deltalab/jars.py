@@ -22,22 +22,11 @@ from pathlib import Path
 
 from deltalab.errors import DeltaLabError
 from deltalab.java import find_java
+from deltalab.locations import cache_root
 from deltalab.versions import delta_maven_coordinate
 
 MANIFEST_NAME = "MANIFEST.txt"
 FETCH_TIMEOUT_SECONDS = 900
-
-
-def cache_root() -> Path:
-    """The course's cache directory: ``$DELTALAB_CACHE_DIR``, else a per-user cache directory."""
-    explicit = os.environ.get("DELTALAB_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    if os.name == "nt":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return (base / "deltalab").resolve()
 
 
 def jar_dir() -> Path:

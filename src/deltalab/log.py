@@ -14,6 +14,13 @@ check the result against what Spark reads.
 * :func:`replay_log` returns the :class:`TableState` at a version: active files (with
   their stats and deletion vectors), tombstones, metadata, protocol, app transaction
   versions and domain metadata, and which log files it had to read.
+* :func:`commit_versions`, :func:`latest_version`, :func:`checkpoint_versions` and
+  :func:`commit_info` answer the small questions (which versions, which checkpoints, who
+  wrote commit N) without reading more than they need.
+* :func:`delta_log_segment` asks Delta itself (through the JVM) which files its snapshot of a
+  version is built from, to compare with the above.
+
+Every name in ``_delta_log/`` is recognised by one rule (the regular expressions below).
 
 Both raise :class:`deltalab.errors.DeltaLabError` with a fix for a path that is not a
 Delta table, a version that does not exist, and a missing or corrupt log file.
@@ -31,34 +38,26 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from deltalab.errors import DeltaLabError
+from deltalab.locations import file_name, local_path
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
 __all__ = [
-    "ACTION_TYPES",
     "DeltaLog",
+    "LogSegment",
     "TableState",
+    "checkpoint_versions",
+    "commit_info",
+    "commit_versions",
+    "delta_log_segment",
     "dv_id",
+    "latest_version",
     "list_log_files",
     "read_log",
     "replay_log",
     "short_file_name",
 ]
-
-#: Action names a commit line can carry, in the order the pandas view sorts them.
-ACTION_TYPES = (
-    "commitInfo",
-    "protocol",
-    "metaData",
-    "add",
-    "remove",
-    "txn",
-    "domainMetadata",
-    "cdc",
-    "checkpointMetadata",
-    "sidecar",
-)
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 # classic: N.checkpoint.parquet; multi-part: N.checkpoint.PART.PARTS.parquet;
@@ -130,6 +129,43 @@ def list_log_files(table_path: str | os.PathLike[str]) -> tuple[dict[int, Path],
             fix="Check the path; if a write was interrupted before its first commit, write the table again.",
         )
     return commits, checkpoints
+
+
+def commit_versions(table_path: str | os.PathLike[str]) -> list[int]:
+    """The versions that still have a JSON commit file in ``_delta_log/``, oldest first."""
+    commits, _ = list_log_files(table_path)
+    return sorted(commits)
+
+
+def checkpoint_versions(table_path: str | os.PathLike[str]) -> list[int]:
+    """The versions that have a complete checkpoint (classic, multi-part or v2), oldest first."""
+    _, checkpoints = list_log_files(table_path)
+    return sorted({c.version for c in checkpoints})
+
+
+def latest_version(table_path: str | os.PathLike[str]) -> int:
+    """The table's latest version: the newest commit (or checkpoint) in ``_delta_log/``, without Spark."""
+    commits, checkpoints = list_log_files(table_path)
+    return max([*commits, *(c.version for c in checkpoints)])
+
+
+def commit_info(table_path: str | os.PathLike[str], version: int) -> dict[str, Any]:
+    """The ``commitInfo`` action of commit ``version`` (operation, readVersion, isBlindAppend, ...).
+
+    Raises a clear error when the version has no commit file; returns ``{}`` for a commit
+    without commitInfo (other writers than Spark may omit it).
+    """
+    commits, _ = list_log_files(table_path)
+    if version not in commits:
+        raise DeltaLabError(
+            f"Version {version!r} has no commit file in {Path(table_path)}/_delta_log "
+            f"(versions present: {_ranges(sorted(commits))}).",
+            fix="Pick one of the versions present.",
+        )
+    for action in _read_commit(commits[version]):
+        if "commitInfo" in action:
+            return dict(action["commitInfo"])
+    return {}
 
 
 def _read_commit(path: Path) -> list[dict[str, Any]]:
@@ -534,3 +570,45 @@ def replay_log(
             fix="Restore the missing commit or checkpoint files from a backup.",
         )
     return state
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The log files Delta's own snapshot of one version is built from.
+
+    ``checkpoint_version`` is None when the snapshot replays from commit 0; the file lists
+    hold bare file names, as ``_delta_log/`` shows them.
+    """
+
+    version: int
+    checkpoint_version: int | None
+    checkpoint_files: list[str]
+    commit_versions: list[int]
+    commit_files: list[str]
+
+
+def delta_log_segment(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> LogSegment:
+    """Ask Delta (in the JVM) which checkpoint and commit files it reads for ``version`` (default latest).
+
+    This is Delta's ``Snapshot.logSegment``: the answer :func:`replay_log`'s ``log_files_read``
+    and the labs are compared with.
+    """
+    from deltalab.session import jvm_delta_log
+
+    target = latest_version(table_path) if version is None else version
+    log = jvm_delta_log(spark, local_path(str(table_path)))
+    none = getattr(log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
+    segment = log.getSnapshotAt(target, none, none, False).logSegment()
+    provider = segment.checkpointProvider()
+    checkpoint = int(provider.version())  # -1 when there is no checkpoint
+    top_level = provider.topLevelFiles()
+    checkpoint_files = [file_name(top_level.apply(i).getPath().toString()) for i in range(top_level.size())]
+    deltas = segment.deltas()
+    commit_files = [file_name(deltas.apply(i).getPath().toString()) for i in range(deltas.size())]
+    return LogSegment(
+        version=int(target),
+        checkpoint_version=None if checkpoint < 0 else checkpoint,
+        checkpoint_files=checkpoint_files,
+        commit_versions=[int(name[:20]) for name in commit_files],
+        commit_files=commit_files,
+    )

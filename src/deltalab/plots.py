@@ -1,4 +1,4 @@
-"""Matplotlib pictures for the data-skipping and Z-order notebooks.
+"""Pictures: matplotlib plots for the data-skipping and Z-order notebooks, a coloured conflict matrix.
 
 Each function draws on the given ``ax`` (or a new figure) and returns the Axes, so notebooks can
 lay several out side by side. Nothing here talks to Spark: the inputs are pandas DataFrames from
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
     from matplotlib.axes import Axes
 
-__all__ = ["plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve"]
+__all__ = ["plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -132,3 +132,17 @@ def plot_curve(points: np.ndarray, ax: "Axes | None" = None, title: str | None =
     ax.set_aspect("equal")
     ax.set_title(title or "", fontsize="medium")
     return ax
+
+
+def style_conflict_matrix(frame: "pd.DataFrame") -> "pd.io.formats.style.Styler":
+    """Colour a conflict matrix (``deltalab.concurrency.conflict_matrix``): green for ``none``,
+    one shade per conflict class."""
+    palette = {
+        "none": "#d9f2d9",
+        "ConcurrentAppendException": "#ffd9b3",
+        "ConcurrentDeleteReadException": "#ffb3b3",
+        "ConcurrentDeleteDeleteException": "#e6b3ff",
+        "MetadataChangedException": "#b3d1ff",
+        "ProtocolChangedException": "#cccccc",
+    }
+    return frame.style.map(lambda v: f"background-color: {palette.get(v, '#ffffff')}")

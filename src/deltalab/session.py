@@ -1,8 +1,17 @@
-"""One quiet, Delta-enabled Spark session per kernel."""
+"""One quiet, Delta-enabled Spark session per kernel, and the handles into it the course needs.
+
+* :func:`get_spark` starts (once) or returns the kernel's session; :func:`active_spark` finds
+  the running one for helpers that take ``spark=None``;
+* :func:`temporary_conf` sets session settings for one block;
+* :func:`jvm_delta_log` and :func:`clear_delta_cache` reach Delta's own ``DeltaLog`` in the JVM,
+  for the few lessons that compare the course's pure-Python reading of the log with Delta's;
+* :func:`show_versions` prints what a notebook was checked with.
+"""
 
 from __future__ import annotations
 
 import os
+import platform
 import re
 import socket
 import sys
@@ -13,7 +22,8 @@ from typing import Iterator
 from deltalab.errors import DeltaLabError
 from deltalab.jars import fetch_jars
 from deltalab.java import find_java
-from deltalab.workdir import work_root
+from deltalab.locations import work_root
+from deltalab.versions import DELTA_JVM_VERSION, installed_version, spark_version
 
 MASTER_ENV = "SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -61,7 +71,7 @@ def _log4j_config() -> Path:
     return Path(__file__).with_name("log4j2.properties")
 
 
-def default_conf(app_name: str, master: str, jars: list[Path], root: Path) -> dict[str, str]:
+def default_conf(jars: list[Path], root: Path) -> dict[str, str]:
     """The settings every course session starts with; ``get_spark(**conf)`` overrides them."""
     java_options = f"-Dlog4j2.configurationFile={_log4j_config().as_uri()} -Dderby.system.home={root / '_derby'}"
     return {
@@ -157,7 +167,7 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str
     java = find_java()
     root = work_root()
     jars = fetch_jars()
-    settings = default_conf(app_name, resolved_master, jars, root)
+    settings = default_conf(jars, root)
     settings.update({key: str(value) for key, value in conf.items()})
 
     os.environ["JAVA_HOME"] = str(java.home)
@@ -231,3 +241,64 @@ def stop_spark() -> None:
     if spark is not None:
         spark.stop()
     _session = None
+
+
+def active_spark(spark=None, what: str = "This call needs Spark"):
+    """``spark`` if given, else the session running in this process; ``what`` names the caller
+    in the error raised when there is none."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    running = _session if _session is not None else SparkSession.getActiveSession()
+    if running is None:
+        raise DeltaLabError(
+            f"{what}, but no Spark session is running.",
+            fix="Run the setup cell at the top of the notebook (spark = get_spark(...)) first, or pass spark=...",
+        )
+    return running
+
+
+def jvm_delta_log(spark, table_path: str | os.PathLike[str]):
+    """Delta's own ``DeltaLog`` (a JVM object) for the table at ``table_path``.
+
+    Lessons use it to compare the course's reading of the log with Delta's: its snapshots,
+    log segments and transactions (``startTransaction()``).
+    """
+    jvm = spark.sparkContext._jvm
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(table_path))
+
+
+def clear_delta_cache(spark=None) -> None:
+    """Forget Delta's cached table states (a table changed behind Delta's back reads fresh).
+
+    Does nothing when no session runs: then nothing is cached.
+    """
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = _session if _session is not None else SparkSession.getActiveSession()
+    if spark is not None:
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
+def versions_line(spark=None) -> str:
+    """One line naming the Spark, Delta, Java and Python versions in use."""
+    java = "unknown"
+    if spark is not None:
+        java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    else:
+        try:
+            java = find_java().version
+        except Exception:  # noqa: BLE001 - a version line must never fail
+            pass
+    delta_python = installed_version("delta-spark") or "not installed"
+    return (
+        f"Checked with: Spark {spark_version()}, Delta {delta_python} "
+        f"(JVM jars {DELTA_JVM_VERSION}), Java {java}, Python {platform.python_version()}"
+    )
+
+
+def show_versions(spark=None) -> None:
+    """Print the versions a notebook was checked with (the last cell of every notebook)."""
+    print(versions_line(spark))

@@ -18,10 +18,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from deltalab.errors import DeltaLabError
+from deltalab.locations import local_path
 from deltalab.log import delta_log_dir, replay_log
+from deltalab.session import active_spark
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -43,21 +45,7 @@ __all__ = [
 
 def _live_adds(table_path: str | Path) -> list[dict[str, Any]]:
     """The add actions of the table's current files, from deltalab.log's replay of the log."""
-    return list(replay_log(_local_path(str(table_path))).files.values())
-
-
-def _running_spark(spark: Any, what: str) -> Any:
-    """``spark``, else the active session; ``what`` names the call when there is none."""
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession()
-    if spark is None:
-        raise DeltaLabError(
-            f"{what} but no Spark session is running.",
-            fix="Start one with deltalab.get_spark(...) first, or pass spark=...",
-        )
-    return spark
+    return list(replay_log(local_path(str(table_path))).files.values())
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -163,13 +151,6 @@ class ScanMetrics:
         return 1.0 - self.rows_read / self.rows_total if self.rows_total else 0.0
 
 
-def _local_path(uri: str) -> str:
-    """``file:/x/y`` or ``file:///x/y`` -> ``/x/y``; other strings unchanged."""
-    if uri.startswith("file:"):
-        return unquote(urlparse(uri).path)
-    return uri
-
-
 def _children(node: Any) -> list[Any]:
     name = node.getClass().getSimpleName()
     if name == "AdaptiveSparkPlanExec":
@@ -230,11 +211,11 @@ def _measure(df: "DataFrame", totals: tuple[int, int, int] | None = None) -> Sca
             fix="Read the table with spark.read.format('delta').load(path) or by its Delta table name.",
         )
     root = location.rootPaths().head().toString()
-    table_path = _local_path(root)
+    table_path = local_path(root)
     if totals is None:
         totals = _table_totals(fresh.sparkSession, table_path)
     prefix = Path(table_path)
-    relative = tuple(sorted(str(Path(_local_path(f)).relative_to(prefix)) for f in input_files))
+    relative = tuple(sorted(str(Path(local_path(f)).relative_to(prefix)) for f in input_files))
     return ScanMetrics(
         table_path=table_path,
         files_read=_metric(scan, "numFiles"),
@@ -257,7 +238,7 @@ def scan_metrics(query: "DataFrame | str", spark: "SparkSession | None" = None) 
     scan node's metrics in the executed plan. Nothing is inferred from the statistics.
     """
     if isinstance(query, str):
-        query = _running_spark(spark, "scan_metrics got a SQL string").sql(query)
+        query = active_spark(spark, "scan_metrics got a SQL string").sql(query)
     if not hasattr(query, "inputFiles"):
         raise DeltaLabError(
             f"scan_metrics expects a DataFrame or a SQL string, got {type(query).__name__}.",
@@ -296,8 +277,8 @@ def skipping_effectiveness(
     import pandas as pd
 
     if isinstance(table, (str, Path)):
-        spark = _running_spark(spark, "skipping_effectiveness got a table path")
-        delta_log_dir(_local_path(str(table)))
+        spark = active_spark(spark, "skipping_effectiveness got a table path")
+        delta_log_dir(local_path(str(table)))
         table = spark.read.format("delta").load(str(table))
     filters = list(filters)
     if not filters:

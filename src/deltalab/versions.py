@@ -1,12 +1,17 @@
-"""The versions the course is pinned to, and how to print what a notebook ran with."""
+"""The versions the course is pinned to, in one place.
+
+The exact Python versions every route installs live in ``requirements.lock``; the constants
+here are the ones code needs to know (doctor compares with them, a test checks they match the
+lock). The JVM side cannot be installed by pip, so its versions are only here.
+"""
 
 from __future__ import annotations
 
-import platform
 from importlib import metadata
 
-# Python package versions come from requirements.lock; these constants only describe the
-# JVM side, which pip cannot install.
+#: pyspark and delta-spark as pinned in requirements.lock (tests/test_foundation_units.py checks it).
+PINNED_PYTHON_PACKAGES = {"pyspark": "4.2.0", "delta-spark": "4.4.1"}
+
 SCALA_BINARY_VERSION = "2.13"
 
 # delta-spark 4.4.1 is on PyPI, but its JVM artifact was never published to Maven Central:
@@ -15,6 +20,7 @@ SCALA_BINARY_VERSION = "2.13"
 # `configure_spark_with_delta_pip` as shipped asks for 4.4.1 and fails to resolve.
 DELTA_JVM_VERSION = "4.4.0"
 
+#: The Java major versions Spark 4.2 runs on.
 SUPPORTED_JAVA_MAJORS = (17, 21)
 
 
@@ -41,27 +47,3 @@ def delta_maven_coordinate() -> str:
     """
     major_minor = ".".join(spark_version().split(".")[:2])
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY_VERSION}:{DELTA_JVM_VERSION}"
-
-
-def versions_line(spark=None) -> str:
-    """One line naming the Spark, Delta, Java and Python versions in use."""
-    java = "unknown"
-    if spark is not None:
-        java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
-    else:
-        from deltalab.java import find_java
-
-        try:
-            java = find_java().version
-        except Exception:  # noqa: BLE001 - a version line must never fail
-            pass
-    delta_python = installed_version("delta-spark") or "not installed"
-    return (
-        f"Checked with: Spark {spark_version()}, Delta {delta_python} "
-        f"(JVM jars {DELTA_JVM_VERSION}), Java {java}, Python {platform.python_version()}"
-    )
-
-
-def show_versions(spark=None) -> None:
-    """Print the versions a notebook was checked with (the last cell of every notebook)."""
-    print(versions_line(spark))

@@ -1,4 +1,5 @@
-"""deltalab.checks: right answers pass and say so, wrong ones get a sentence, never a stack trace."""
+"""The lab checks of labs 01, 02 and 08 and their harness (deltalab.labs): right answers pass and say
+so, wrong ones get a sentence, never a stack trace."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from deltalab.checks import (
-    CheckFailed,
-    check_active_files,
-    check_interleave_bits,
-    check_table_version,
-    check_zorder_columns,
-    reference_interleave_bits,
-)
+from deltalab.curves import z_value
+from deltalab.labs.harness import CheckFailed
+from deltalab.labs.lab02_log import check_active_files, check_table_version
+from deltalab.labs.lab08_zorder import check_interleave_bits, check_zorder_columns
+
+
+def interleave_bits(values: list[int], bits: int) -> int:
+    """A right answer to lab 08's exercise 1, from deltalab.curves."""
+    return int(z_value([[value] for value in values], bits)[0])
 
 
 def assert_plain(error: CheckFailed) -> str:
@@ -26,21 +28,21 @@ def assert_plain(error: CheckFailed) -> str:
     return message
 
 
-def test_reference_interleave_bits_matches_the_documented_examples():
-    assert reference_interleave_bits([0b11, 0b00], 2) == 0b1010
-    assert reference_interleave_bits([0b00, 0b11], 2) == 0b0101
-    assert reference_interleave_bits([0b101], 3) == 0b101
-    assert reference_interleave_bits([1, 2, 4], 3) == 0b001_010_100
+def test_the_reference_interleaving_matches_the_documented_examples():
+    assert interleave_bits([0b11, 0b00], 2) == 0b1010
+    assert interleave_bits([0b00, 0b11], 2) == 0b0101
+    assert interleave_bits([0b101], 3) == 0b101
+    assert interleave_bits([1, 2, 4], 3) == 0b001_010_100
 
 
 def test_interleave_check_passes_a_right_answer(capsys):
-    check_interleave_bits(reference_interleave_bits)
+    check_interleave_bits(interleave_bits)
     assert capsys.readouterr().out.startswith("✓ interleave_bits: ")
 
 
 def test_interleave_check_names_the_bit_order_mistake():
     def swapped(values, bits):  # second value's bit first: the usual slip
-        return reference_interleave_bits(list(reversed(values)), bits)
+        return interleave_bits(list(reversed(values)), bits)
 
     with pytest.raises(CheckFailed) as caught:
         check_interleave_bits(swapped)
@@ -62,7 +64,7 @@ def test_not_a_function_and_wrong_type_are_explained():
         check_interleave_bits(42)  # type: ignore[arg-type]
     assert "not a function" in assert_plain(caught.value)
     with pytest.raises(CheckFailed) as caught:
-        check_interleave_bits(lambda values, bits: str(reference_interleave_bits(values, bits)))
+        check_interleave_bits(lambda values, bits: str(interleave_bits(values, bits)))
     assert "must return an int" in assert_plain(caught.value)
 
 

@@ -8,22 +8,15 @@ adds two things it lacks:
 * ``python -m deltalab.grading LAB FOLDER``: copy a folder of submitted notebooks
   (``FOLDER/<student>.ipynb``) into nbgrader's ``submitted/`` layout, run ``nbgrader autograde``
   and the export, and print where the CSV is.
-
-It also has :func:`run_in_process`, used by the test suite to run a lab notebook inside the
-current Python process (sharing its Spark session) instead of starting one JVM per notebook.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import csv
-import io
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from deltalab.errors import DeltaLabError
@@ -36,86 +29,11 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 
 # --------------------------------------------------------------------------------------------
-# Running a notebook in this process (tests)
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class CellRun:
-    """What happened when one code cell ran: its nbgrader id, output and error (if any)."""
-
-    index: int
-    grade_id: str | None
-    is_check: bool
-    stdout: str
-    error: BaseException | None
-
-
-def run_in_process(notebook, namespace: dict | None = None) -> list[CellRun]:
-    """Run the code cells of ``notebook`` (a path or nbformat node) in one namespace, in order.
-
-    Like nbgrader's autograder, a cell that raises does not stop the cells after it. Cells run
-    in this interpreter, so ``get_spark()`` returns the session already running here.
-    """
-    import nbformat
-
-    nb = nbformat.read(str(notebook), as_version=4) if isinstance(notebook, (str, Path)) else notebook
-    ns: dict = {"__name__": "__main__"} if namespace is None else namespace
-    runs: list[CellRun] = []
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        out = io.StringIO()
-        error: BaseException | None = None
-        try:
-            with contextlib.redirect_stdout(out):
-                exec(compile(cell.source, f"<cell {index}>", "exec"), ns)
-        except Exception as exc:  # recorded, like an error output in a notebook
-            error = exc
-        runs.append(CellRun(index, meta.get("grade_id"), bool(meta.get("grade")), out.getvalue(), error))
-    return runs
-
-
-def check_results(runs: list[CellRun]) -> dict[str, bool]:
-    """``{check grade_id: passed}`` for the graded cells of a run."""
-    return {run.grade_id: run.error is None for run in runs if run.is_check and run.grade_id}
-
-
-def generate_student_versions(course: Path, labs: list[str] | None = None) -> dict[str, Path]:
-    """Run nbgrader's ``generate_assignment --no-db --force`` for ``labs`` in this process.
-
-    Same converter as the command line, without a gradebook and without starting one Python
-    per lab; the student versions land in ``course/release/<lab>/``. Used by the test that the
-    committed student versions are up to date.
-    """
-    from nbgrader.converters import GenerateAssignment
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config, PyFileConfigLoader
-
-    course = Path(course).resolve()
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
-    overrides = Config()
-    overrides.CourseDirectory.root = str(course)
-    overrides.SaveCells.enabled = False
-    overrides.GenerateAssignment.no_database = True
-    overrides.BaseConverter.force = True
-    config.merge(overrides)
-    labs = labs or sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
-    made = {}
-    for lab in labs:
-        coursedir = CourseDirectory(config=config)
-        coursedir.assignment_id = lab
-        GenerateAssignment(coursedir=coursedir, config=config).start()
-        made[lab] = course / "release" / lab / f"{lab}.ipynb"
-    return made
-
-
-# --------------------------------------------------------------------------------------------
 # nbgrader export plugin
 # --------------------------------------------------------------------------------------------
 
 class PerCheckCsvExportPlugin(ExportPlugin):  # type: ignore[misc,valid-type]
-    """``nbgrader export --exporter=deltalab.grading.PerCheckCsvExportPlugin --assignment=LAB --to=F.csv``.
+    """``nbgrader export --exporter=deltalab.labs.grading.PerCheckCsvExportPlugin --assignment=LAB --to=F.csv``.
 
     Writes one row per student who submitted LAB, with one column per graded check cell (its
     score), then ``score`` and ``max_score``. Exactly one assignment per file, because different
@@ -216,32 +134,10 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
             if args[0] == "generate_assignment":
                 raise DeltaLabError(f"nbgrader could not prepare {lab}.", fix="Read the messages above.")
     out = (out or course / "grades" / f"{lab}.csv").resolve()
-    done = _nbgrader(course, "export", "--exporter=deltalab.grading.PerCheckCsvExportPlugin",
+    done = _nbgrader(course, "export", "--exporter=deltalab.labs.grading.PerCheckCsvExportPlugin",
                      f"--assignment={lab}", f"--to={out}")
     if done.returncode != 0:
         raise DeltaLabError(f"nbgrader export failed: {done.stderr.strip().splitlines()[-1:]}",
                             fix="Run the export command by hand in labs/ to see the whole message.")
     print(f"Grades: {out}")
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deltalab.grading",
-        description="Grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV.",
-    )
-    parser.add_argument("lab", help="lab id, e.g. lab02_log")
-    parser.add_argument("folder", type=Path, help="folder with one <student_id>.ipynb per student")
-    parser.add_argument("--course", type=Path, default=Path("labs"), help="the labs course directory")
-    parser.add_argument("--out", type=Path, default=None, help="CSV path (default labs/grades/LAB.csv)")
-    args = parser.parse_args(argv)
-    try:
-        grade_folder(args.lab, args.folder, args.course, args.out)
-    except DeltaLabError as error:
-        print(error, file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Checks for lab 03 (checkpoints): which log files rebuild a version, and what a checkpoint holds.
+"""Lab 03 (checkpoints): which log files rebuild a version, and what a checkpoint holds.
 
 The checks build one small table with checkpoints at versions 3, 4 and 6 (its
 ``delta.checkpointInterval`` changes from 3 to 2 at version 4, and a DELETE and an OPTIMIZE
@@ -6,11 +6,11 @@ leave tombstones in the checkpoints), plus a copy of it whose commits 0 to 2 wer
 They compare the student's answers with Delta itself:
 
 * :func:`check_log_segment` with the *log segment* of Delta's snapshot at each version
-  (``DeltaLog.getSnapshotAt(v).logSegment()``, reached through the JVM as in notebook 03);
+  (``deltalab.log.delta_log_segment``, read through the JVM as in notebook 03);
 * :func:`check_checkpoint_active_files` with Spark's ``inputFiles()`` at ``versionAsOf`` the
   checkpoint's version.
 
-Messages follow :mod:`deltalab.checks`: ``✗ check: what is wrong`` then ``Where to look: ...``,
+Messages follow :mod:`deltalab.labs.harness`: ``✗ check: what is wrong`` then ``Where to look: ...``,
 with a specific hint for the classic mistakes (replaying from commit 0, re-reading the
 checkpoint's own commit, taking ``_last_checkpoint`` for every version, counting remove rows).
 """
@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deltalab.checks import (CheckFailed, _call, _file_name, _fresh_dir, _passed, _spark, _spark_files,
-                             file_set_difference)
+from deltalab.files import spark_files
+from deltalab.labs.harness import (CheckFailed, append_events, call_student, clean_up_commits, file_set_difference,
+                                   fresh_dir, lab_spark, passed, short_repr)
+from deltalab.locations import file_name
+from deltalab.log import checkpoint_versions, delta_log_segment
 
 __all__ = [
     "CheckFailed",
@@ -72,71 +75,46 @@ def _build_table(spark) -> _CheckpointTable:
     the checkpoints next to the add rows. The copy ``trimmed`` lost commits 0 to 2, as after
     log clean-up, so versions 3 to 7 can only be read through a checkpoint.
     """
-    root = _fresh_dir("lab03")
+    root = fresh_dir("lab03")
     path = str(root / "events")
     spark.sql(
         f"CREATE TABLE delta.`{path}` (id BIGINT, kind STRING) USING delta "
         "TBLPROPERTIES ('delta.checkpointInterval' = '3')"
     )                                                                                # v0
-    spark.range(0, 30).selectExpr("id", "IF(id % 3 = 0, 'click', 'view') AS kind") \
-        .repartition(3).write.format("delta").mode("append").save(path)               # v1: 3 files
+    append_events(spark, path, 0, 30, "IF(id % 3 = 0, 'click', 'view')", files=3)   # v1: 3 files
     spark.sql(f"OPTIMIZE delta.`{path}`")                                             # v2: 3 -> 1
-    spark.range(30, 40).selectExpr("id", "'buy' AS kind").coalesce(1) \
-        .write.format("delta").mode("append").save(path)                              # v3: checkpoint
+    append_events(spark, path, 30, 40, "'buy'")                                      # v3: checkpoint
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")  # v4: checkpoint
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 5")                             # v5: rewrites a file
-    spark.range(40, 50).selectExpr("id", "'view' AS kind").coalesce(1) \
-        .write.format("delta").mode("append").save(path)                              # v6: checkpoint
-    spark.range(50, 55).selectExpr("id", "'click' AS kind").coalesce(1) \
-        .write.format("delta").mode("append").save(path)                              # v7
+    append_events(spark, path, 40, 50, "'view'")                                     # v6: checkpoint
+    append_events(spark, path, 50, 55, "'click'")                                    # v7
     trimmed = str(root / "events_cleaned_up")
     shutil.copytree(path, trimmed)
-    log = Path(trimmed) / "_delta_log"
-    for version in range(0, 3):
-        for suffix in (".json", ".crc"):
-            (log / f"{version:020d}{suffix}").unlink(missing_ok=True)
-            (log / f".{version:020d}{suffix}.crc").unlink(missing_ok=True)
-    checkpoints = sorted(int(p.name[:20]) for p in (Path(path) / "_delta_log").glob("*.checkpoint.parquet"))
-    return _CheckpointTable(path, trimmed, 7, checkpoints)
-
-
-def _delta_log_segment(spark, table_path: str, version: int) -> Segment:
-    """Delta's own answer: the checkpoint and commits its snapshot of ``version`` is built from."""
-    jvm = spark.sparkContext._jvm
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    none = getattr(delta_log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
-    segment = delta_log.getSnapshotAt(version, none, none, False).logSegment()
-    checkpoint = segment.checkpointProvider().version()  # -1 when there is no checkpoint
-    deltas = segment.deltas()
-    commits = [int(_file_name(deltas.apply(i).getPath().toString())[:20]) for i in range(deltas.size())]
-    return (None if checkpoint < 0 else int(checkpoint)), commits
+    clean_up_commits(trimmed, before=3)
+    return _CheckpointTable(path, trimmed, 7, checkpoint_versions(path))
 
 
 def _expected_segment(spark, table: _CheckpointTable, path: str, version: int) -> Segment:
     key = (path, version)
     if key not in table.segments:
-        table.segments[key] = _delta_log_segment(spark, path, version)
+        segment = delta_log_segment(spark, path, version)
+        table.segments[key] = segment.checkpoint_version, segment.commit_versions
     return table.segments[key]
-
-
-def _shorten(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _checkpoint_rows(spark, table: _CheckpointTable, version: int) -> tuple[set[str], set[str]]:
     """File names in the add and in the remove rows of checkpoint ``version`` (Spark's Parquet reader)."""
     if version not in table.rows:
         cp = spark.read.parquet(str(Path(table.full) / "_delta_log" / f"{version:020d}.checkpoint.parquet"))
-        adds = {_file_name(r[0]) for r in cp.where("add IS NOT NULL").select("add.path").collect()}
-        removes = {_file_name(r[0]) for r in cp.where("remove IS NOT NULL").select("remove.path").collect()}
+        adds = {file_name(r[0]) for r in cp.where("add IS NOT NULL").select("add.path").collect()}
+        removes = {file_name(r[0]) for r in cp.where("remove IS NOT NULL").select("remove.path").collect()}
         table.rows[version] = (adds, removes)
     return table.rows[version]
 
 
 def _expected_files(spark, table: _CheckpointTable, version: int) -> set[str]:
     if version not in table.files:
-        table.files[version] = _spark_files(spark, table.full, version)
+        table.files[version] = {file_name(f) for f in spark_files(spark, table.full, version)}
     return table.files[version]
 
 
@@ -203,7 +181,7 @@ def _segment_fix(got: Segment, expected: Segment, version: int, checkpoints: lis
 def check_log_segment(log_segment: Callable[[str, int], Segment]) -> None:
     """Check ``log_segment(table_path, version)`` against Delta's log segment at every version."""
     check = "log_segment"
-    spark = _spark()
+    spark = lab_spark()
     table = _table(spark)
     cases = [(table.full, v, "the test table") for v in range(0, table.latest + 1)]
     first_cp = table.checkpoints[0]
@@ -211,7 +189,7 @@ def check_log_segment(log_segment: Callable[[str, int], Segment]) -> None:
               for v in range(first_cp, table.latest + 1)]
     for path, version, label in cases:
         expected = _expected_segment(spark, table, path, version)
-        answer = _call(
+        answer = call_student(
             check, log_segment, "log_segment", path, version,
             hint="list the files in _delta_log: N.checkpoint.parquet are checkpoints, N.json commits.",
         )
@@ -230,7 +208,7 @@ def check_log_segment(log_segment: Callable[[str, int], Segment]) -> None:
             f"for version {version} of {label}, log_segment returned {_show(got)}; Delta reads {_show(expected)}.",
             _segment_fix(got, expected, version, table.checkpoints),
         )
-    _passed(check, f"matches Delta's log segment at versions 0 to {table.latest}, with checkpoints at "
+    passed(check, f"matches Delta's log segment at versions 0 to {table.latest}, with checkpoints at "
                    f"{table.checkpoints} and on a copy whose oldest commits were cleaned up.")
 
 
@@ -242,12 +220,12 @@ def check_checkpoint_active_files(checkpoint_active_files: Callable[[str, int], 
     """Check ``checkpoint_active_files(table_path, checkpoint_version)`` against Spark's
     ``inputFiles()`` at that version, for every checkpoint of a table with tombstones."""
     check = "checkpoint_active_files"
-    spark = _spark()
+    spark = lab_spark()
     table = _table(spark)
     answers: dict[int, set[str]] = {}
     for version in table.checkpoints:
         expected = _expected_files(spark, table, version)
-        answer = _call(
+        answer = call_student(
             check, checkpoint_active_files, "checkpoint_active_files", table.full, version,
             hint="pyarrow.parquet.read_table(<_delta_log/N.checkpoint.parquet>).column('add') has one row per "
                  "action; rows of other actions are None there.",
@@ -263,11 +241,11 @@ def check_checkpoint_active_files(checkpoint_active_files: Callable[[str, int], 
             bad = next(p for p in answer if not isinstance(p, str))
             raise CheckFailed(
                 check,
-                f"checkpoint_active_files returned a collection holding {_shorten(bad)}; it must hold file paths "
+                f"checkpoint_active_files returned a collection holding {short_repr(bad, limit=60)}; it must hold file paths "
                 "(str).",
                 "take the `path` field of each add row (a dict), not the whole row.",
             )
-        got = answers[version] = {_file_name(p) for p in answer}
+        got = answers[version] = {file_name(p) for p in answer}
         if got == expected:
             continue
         _, tombstones = _checkpoint_rows(spark, table, version)
@@ -291,5 +269,5 @@ def check_checkpoint_active_files(checkpoint_active_files: Callable[[str, int], 
                    "JSON commit N.json.")
         where = f"for the checkpoint of version {version}"
         raise CheckFailed(check, f"{where}, {file_set_difference(missing, extra)}.", fix)
-    _passed(check, f"the add rows of the checkpoints at {table.checkpoints} are exactly the files Spark reads at "
+    passed(check, f"the add rows of the checkpoints at {table.checkpoints} are exactly the files Spark reads at "
                    "those versions; the tombstones were left out.")

@@ -1,8 +1,8 @@
-"""Checks for lab 05 (optimistic concurrency): conflicts predicted, retried, and cleaned up after.
+"""Lab 05 (optimistic concurrency): conflicts predicted, retried, and cleaned up after.
 
-Same contract as :mod:`deltalab.checks`: each ``check_*`` function calls the student's function,
-compares the answer with what Delta really does on small tables it builds itself, prints one
-``✓`` line or raises :class:`~deltalab.checks.CheckFailed` with what is wrong and where to look.
+Same contract as every lab (:mod:`deltalab.labs.harness`): each ``check_*`` function calls the
+student's function, compares the answer with what Delta really does on small tables it builds
+itself, prints one ``✓`` line or raises ``CheckFailed`` with what is wrong and where to look.
 
 * :func:`check_predict_conflict` runs each pair of :data:`PREDICTION_PAIRS` for real, with a
   transaction held between its read and its commit (:mod:`deltalab.concurrency`), so the answer
@@ -11,7 +11,7 @@ compares the answer with what Delta really does on small tables it builds itself
   table back; a synthetic bug and a conflict that never goes away show a catch that is too broad
   or a retry that never gives up.
 * :func:`check_orphan_files` compares with the Parquet files a writer killed by SIGKILL
-  (:mod:`deltalab.crash`) left behind. That writer runs in its own JVM, so the table is built
+  (:mod:`deltalab.writers`) left behind. That writer runs in its own JVM, so the table is built
   once and reused, also by later processes (nbgrader starts one kernel per submission), as long
   as its directory still holds exactly the files it was built with.
 
@@ -24,12 +24,18 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import urllib.parse
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from deltalab.checks import CheckFailed, _call, _fresh_dir, _passed, _spark
+from deltalab.concurrency import (CONFLICT_CLASSES, TransactionHold, make_pair_table, run_pair,
+                                  standard_operations)
 from deltalab.errors import DeltaLabError
+from deltalab.files import complete_parquet_files, data_files, directory_files, spark_files
+from deltalab.labs.harness import CheckFailed, call_student, fresh_dir, lab_spark, passed
+from deltalab.locations import local_path
+from deltalab.log import latest_version
+from deltalab.workdir import workdir
+from deltalab.writers import kill_process_group, start_blocked_append, wait_until
 
 __all__ = [
     "PREDICTION_PAIRS",
@@ -62,14 +68,10 @@ _PAIR_OUTCOMES: dict[tuple[str, str], str] = {}
 
 def operation_descriptions() -> dict[str, str]:
     """What each operation name of :data:`PREDICTION_PAIRS` does, as notebook 05 describes it."""
-    from deltalab.concurrency import standard_operations
-
     return standard_operations()[2]
 
 
 def _conflict_names() -> list[str]:
-    from deltalab.concurrency import CONFLICT_CLASSES
-
     return [c.__name__ for c in CONFLICT_CLASSES]
 
 
@@ -93,13 +95,11 @@ def measure_pairs(spark: Any, pairs: Iterable[tuple[str, str]]) -> dict[tuple[st
     The outcome is ``"none"`` or the conflict class name (:func:`deltalab.concurrency.run_pair`).
     Results are kept for the rest of the process: they depend only on the Delta version.
     """
-    from deltalab.concurrency import make_pair_table, run_pair, standard_operations
-
     held_ops, winning_ops, _ = standard_operations()
     held_op, winning_op = dict(held_ops), dict(winning_ops)
     todo = [p for p in pairs if p not in _PAIR_OUTCOMES]
     if todo:
-        root = _fresh_dir("lab05_predict")
+        root = fresh_dir("lab05_predict")
         template = root / "template"
         make_pair_table(spark, template)
         for index, (held, first) in enumerate(todo):
@@ -132,11 +132,11 @@ def _prediction_hint(predicted: str, real: str) -> str:
 def check_predict_conflict(predict_conflict: Callable[[str, str], str]) -> None:
     """``predict_conflict(held, first)`` against the outcome of running each pair for real."""
     check = "predict_conflict"
-    spark = _spark()
+    spark = lab_spark()
     names = ", ".join(["'none'", *(repr(n) for n in _conflict_names()[:4])])
     predicted: dict[tuple[str, str], str] = {}
     for held, first in PREDICTION_PAIRS:       # all answers first: an unfinished function fails fast
-        answer = _call(check, predict_conflict, "predict_conflict", held, first,
+        answer = call_student(check, predict_conflict, "predict_conflict", held, first,
                        hint="return a string: 'none' or the name of a class in delta.exceptions.")
         label = _normalise_prediction(answer)
         if label is None:
@@ -156,7 +156,7 @@ def check_predict_conflict(predict_conflict: Callable[[str, str], str]) -> None:
             f"{len(wrong)} of {len(PREDICTION_PAIRS)} predictions differ from what really happened ({listed}).",
             _prediction_hint(wrong[0][1], wrong[0][2]),
         )
-    _passed(check, f"all {len(PREDICTION_PAIRS)} predictions match what Delta did when each pair was run "
+    passed(check, f"all {len(PREDICTION_PAIRS)} predictions match what Delta did when each pair was run "
                    "with a held transaction.")
 
 
@@ -248,7 +248,7 @@ def _check_bug_not_retried(check: str, retry: Callable[..., Any], spark: Any) ->
                                  "returned from retry without an error; the error was swallowed.",
                           "let exceptions you do not retry propagate: no `except` that ends without `raise`.")
     if not _is_analysis_error(error):
-        _call(check, _reraise(error), "retry", operation, hint=_RETRY_HINT)
+        call_student(check, _reraise(error), "retry", operation, hint=_RETRY_HINT)
 
 
 def _is_analysis_error(error: BaseException) -> bool:
@@ -297,10 +297,8 @@ def _check_real_conflict(check: str, retry: Callable[..., Any], spark: Any, firs
     """Hold a DELETE WHERE id = 1 run through ``retry``, let ``first`` commit, and read the table back."""
     from pyspark.sql import functions as F
 
-    from deltalab.concurrency import CONFLICT_CLASSES, TransactionHold, make_pair_table, standard_operations
-
     winner = dict(standard_operations()[1])[first]
-    root = _fresh_dir(f"lab05_retry_{first.replace(' ', '_')}")
+    root = fresh_dir(f"lab05_retry_{first.replace(' ', '_')}")
     path = str(root / "table")
     make_pair_table(spark, path)
     from delta.tables import DeltaTable
@@ -319,7 +317,7 @@ def _check_real_conflict(check: str, retry: Callable[..., Any], spark: Any, firs
         except DeltaLabError:
             error = hold.error
             if error is not None and not isinstance(error, CONFLICT_CLASSES):
-                _call(check, _reraise(error), "retry", holder.get("op", "operation"), hint=_RETRY_HINT)
+                call_student(check, _reraise(error), "retry", holder.get("op", "operation"), hint=_RETRY_HINT)
             raise CheckFailed(check, "retry(operation) returned without calling operation.",
                               "call operation() inside retry and return what it returns.") from None
         winner(spark, path)
@@ -332,7 +330,7 @@ def _check_real_conflict(check: str, retry: Callable[..., Any], spark: Any, firs
             f"add {type(error).__name__} to the classes retry catches; " + _SIBLINGS,
         )
     if error is not None:
-        _call(check, _reraise(error), "retry", operation, hint=_RETRY_HINT)
+        call_student(check, _reraise(error), "retry", operation, hint=_RETRY_HINT)
     ids = sorted(r.id for r in spark.read.format("delta").load(path).select("id").collect())
     if operation.calls < 2 or ids != expected_ids:
         raise CheckFailed(
@@ -348,9 +346,9 @@ def _check_real_conflict(check: str, retry: Callable[..., Any], spark: Any, firs
 def check_retry(retry: Callable[..., Any]) -> None:
     """``retry(operation, max_attempts=3)`` against real conflicts, a bug, and an endless conflict."""
     check = "retry"
-    spark = _spark()
+    spark = lab_spark()
     operation = _Operation(lambda: "done")
-    answer = _call(check, retry, "retry", operation, hint=_RETRY_HINT)   # fails fast if not written yet
+    answer = call_student(check, retry, "retry", operation, hint=_RETRY_HINT)   # fails fast if not written yet
     if answer != "done" or operation.calls != 1:
         raise CheckFailed(
             check,
@@ -363,7 +361,7 @@ def check_retry(retry: Callable[..., Any]) -> None:
     _check_real_conflict(check, retry, spark, "append", [i for i in range(20) if i != 1] + list(range(200, 205)),
                          "ConcurrentAppendException")
     _check_real_conflict(check, retry, spark, "delete a file", list(range(10, 20)), "ConcurrentDeleteReadException")
-    _passed(check, "retried the DELETE after ConcurrentAppendException and ConcurrentDeleteReadException (right rows "
+    passed(check, "retried the DELETE after ConcurrentAppendException and ConcurrentDeleteReadException (right rows "
                    "in the table), did not retry a bug, and gave up after max_attempts.")
 
 
@@ -377,23 +375,14 @@ _MANIFEST = "lab05_orphans.json"
 
 def _disk_files(table: Path) -> list[str]:
     """Every file under ``table`` (relative POSIX paths), to see whether anything changed it."""
-    return sorted(p.relative_to(table).as_posix() for p in table.rglob("*") if p.is_file())
-
-
-def _parquet_on_disk(table: Path) -> set[str]:
-    """Data files under ``table``: ``*.parquet`` outside ``_delta_log`` (relative POSIX paths)."""
-    return {p.relative_to(table).as_posix() for p in table.rglob("*.parquet")
-            if "_delta_log" not in p.relative_to(table).parts}
+    return sorted(directory_files(table))
 
 
 def _ever_read_by_spark(spark: Any, table: Path) -> set[str]:
     """The data files Spark reads at some version of ``table`` (union over all versions)."""
-    from deltalab.concurrency import latest_version
-
     files: set[str] = set()
     for version in range(latest_version(table) + 1):
-        reader = spark.read.format("delta").option("versionAsOf", version)
-        files |= {_relative(table, uri) for uri in reader.load(str(table)).inputFiles()}
+        files |= set(spark_files(spark, table, version, relative=True))
     return files
 
 
@@ -410,8 +399,6 @@ def _build_base(spark: Any, table: Path) -> None:
 def _kill_writer(table: Path, partitions: int = 3) -> set[str]:
     """Start a writer that appends ``partitions`` files, SIGKILL it once all but one landed; return
     the files it left (relative paths)."""
-    from deltalab.crash import complete_parquet_files, kill_process_group, start_blocked_append, wait_until
-
     before = set(complete_parquet_files(table))
     marker = table.parent / "writer-blocked"
     writer = start_blocked_append(table, rows=30, partitions=partitions, marker=marker)
@@ -431,8 +418,6 @@ def orphan_table(spark: Any) -> dict[str, Any]:
     files of a writer killed mid-append), ``orphans`` (those files), ``removed`` (the file the
     DELETE took out of the table, still on disk) and ``disk`` (every file of each table).
     """
-    from deltalab.workdir import workdir
-
     cached = _ORPHAN_TABLE.get("table")
     if cached is not None and _intact(cached):
         return cached
@@ -452,14 +437,14 @@ def orphan_table(spark: Any) -> dict[str, Any]:
     shutil.copytree(killed, clean)
     orphans = _kill_writer(killed)
     referenced = _ever_read_by_spark(spark, killed)
-    on_disk = _parquet_on_disk(killed)
+    on_disk = data_files(killed)
     if orphans != on_disk - referenced or len(orphans) < 1:
         raise DeltaLabError(
             f"The killed writer left {sorted(orphans)}, but the files on disk that no version names are "
             f"{sorted(on_disk - referenced)}.",
             fix="Run the check again; if it keeps failing, look at the writer's log next to the table.",
         )
-    current = {_relative(killed, uri) for uri in spark.read.format("delta").load(str(killed)).inputFiles()}
+    current = set(spark_files(spark, killed, relative=True))
     built = {
         "clean": str(clean), "killed": str(killed), "orphans": sorted(orphans),
         "removed": sorted(referenced - current),
@@ -484,9 +469,7 @@ def _relative(table: Path, entry: Any) -> str | None:
     if isinstance(entry, bytes) or not isinstance(entry, (str, Path)):
         return None
     text = str(entry)
-    if text.startswith("file:"):
-        text = urllib.parse.unquote(urllib.parse.urlparse(text).path)
-    path = Path(text)
+    path = Path(local_path(text))
     if path.is_absolute():
         for base in (table, table.resolve()):
             try:
@@ -498,7 +481,7 @@ def _relative(table: Path, entry: Any) -> str | None:
 
 
 def _orphan_answer(check: str, orphan_files: Callable[[str], Any], table: Path) -> set[str]:
-    answer = _call(check, orphan_files, "orphan_files", str(table),
+    answer = call_student(check, orphan_files, "orphan_files", str(table),
                    hint="list the *.parquet files under the table folder (not _delta_log) and subtract the `path` "
                         "of every add action of every JSON commit.")
     if isinstance(answer, (str, bytes)) or not isinstance(answer, Iterable):
@@ -550,10 +533,8 @@ def _compare_orphans(check: str, got: set[str], expected: set[str], removed: set
 def check_orphan_files(orphan_files: Callable[[str], Any]) -> None:
     """``orphan_files(table_path)`` against the files a writer killed by SIGKILL left on disk."""
     check = "orphan_files"
-    spark = _spark()
-    from deltalab.concurrency import make_pair_table
-
-    quick = _fresh_dir("lab05_orphans_quick") / "empty"
+    spark = lab_spark()
+    quick = fresh_dir("lab05_orphans_quick") / "empty"
     make_pair_table(spark, quick)                   # one commit, no orphans: fails fast if not written yet
     _compare_orphans(check, _orphan_answer(check, orphan_files, quick), set(), set(), "a table with one commit")
     built = orphan_table(spark)
@@ -568,5 +549,5 @@ def check_orphan_files(orphan_files: Callable[[str], Any]) -> None:
                                      "read it.",
                               "list files and read the log; do not delete or VACUUM in orphan_files.")
         _compare_orphans(check, got, expected, removed, which)
-    _passed(check, f"found exactly the {len(built['orphans'])} files the killed writer left, and not the file the "
+    passed(check, f"found exactly the {len(built['orphans'])} files the killed writer left, and not the file the "
                    "DELETE removed.")

@@ -1,4 +1,4 @@
-"""The lab 05 checks (deltalab.checks_concurrency): typical wrong answers get their specific message.
+"""The lab 05 checks (deltalab.labs.lab05_concurrency): typical wrong answers get their specific message.
 
 The pairs of exercise 1 and the killed-writer table of exercise 3 are measured once per process
 and shared with tests/test_labs.py when both run in one session.
@@ -12,8 +12,8 @@ from pathlib import Path
 import delta.exceptions as dx
 import pytest
 
-from deltalab import checks_concurrency as cx
-from deltalab.checks import CheckFailed
+from deltalab.labs import lab05_concurrency as cx
+from deltalab.labs.harness import CheckFailed
 
 
 def failure(check, answer) -> str:

@@ -1,4 +1,4 @@
-"""deltalab.checks_checkpoints (lab 03): Delta's log segments as ground truth, and the classic
+"""deltalab.labs.lab03_checkpoints: Delta's log segments as ground truth, and the classic
 mistakes each get their own message. All tests share the one test table the checks build."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from deltalab.checks_checkpoints import (
-    CheckFailed,
-    _delta_log_segment,
-    _table,
-    check_checkpoint_active_files,
-    check_log_segment,
-)
+from deltalab.labs.lab03_checkpoints import CheckFailed, _table, check_checkpoint_active_files, check_log_segment
+from deltalab.log import checkpoint_versions, delta_log_segment
+
+
+def segment(spark, path: str, version: int) -> tuple[int | None, list[int]]:
+    found = delta_log_segment(spark, path, version)
+    return found.checkpoint_version, found.commit_versions
 
 
 def assert_plain(error: CheckFailed) -> str:
@@ -26,12 +26,8 @@ def assert_plain(error: CheckFailed) -> str:
     return message
 
 
-def checkpoints(table_path: str) -> list[int]:
-    return sorted(int(p.name[:20]) for p in (Path(table_path) / "_delta_log").glob("*.checkpoint.parquet"))
-
-
 def right_segment(table_path: str, version: int):
-    start = max((v for v in checkpoints(table_path) if v <= version), default=None)
+    start = max((v for v in checkpoint_versions(table_path) if v <= version), default=None)
     return start, list(range(0 if start is None else start + 1, version + 1))
 
 
@@ -47,10 +43,10 @@ class TestLab03Checks:
     def test_the_test_table_has_checkpoints_where_delta_says(self, spark):
         """Interval 3 until version 4 sets it to 2: checkpoints at 3, 4 and 6; Delta agrees with the files."""
         table = _table(spark)
-        assert table.checkpoints == checkpoints(table.full) == [3, 4, 6]
-        assert [_delta_log_segment(spark, table.full, v) for v in (2, 3, 5, 7)] == [
+        assert table.checkpoints == checkpoint_versions(table.full) == [3, 4, 6]
+        assert [segment(spark, table.full, v) for v in (2, 3, 5, 7)] == [
             (None, [0, 1, 2]), (3, []), (4, [5]), (6, [7])]
-        assert _delta_log_segment(spark, table.trimmed, 5) == (4, [5])
+        assert segment(spark, table.trimmed, 5) == (4, [5])
         assert not (Path(table.trimmed) / "_delta_log" / f"{0:020d}.json").exists()
 
     def test_a_right_log_segment_passes(self, spark, capsys):
@@ -72,7 +68,7 @@ class TestLab03Checks:
 
     def test_last_checkpoint_for_every_version_is_explained(self, spark):
         def newest(path, version):
-            latest = checkpoints(path)[-1]
+            latest = checkpoint_versions(path)[-1]
             return latest, list(range(latest + 1, version + 1))
 
         message = failure(check_log_segment, newest)
@@ -113,7 +109,7 @@ class TestLab03Checks:
 
     def test_reading_the_newest_checkpoint_instead_of_the_asked_one_is_named(self, spark):
         def newest(path, version):
-            latest = checkpoints(path)[-1]
+            latest = checkpoint_versions(path)[-1]
             rows = pq.read_table(Path(path) / "_delta_log" / f"{latest:020d}.checkpoint.parquet").to_pylist()
             return {row["add"]["path"] for row in rows if row["add"]}
 

@@ -1,0 +1,139 @@
+"""The files of a table on disk: trees to look at, data files, orphans, and what Spark reads.
+
+A Delta table is a folder. What is *in the table* is decided by the log (``deltalab.log``);
+what is *in the folder* can be more: files of failed or killed writers (orphans), files that
+DELETE or OPTIMIZE removed from the table but VACUUM has not deleted yet, checksums. This
+module answers the folder-side questions, and :func:`spark_files` asks Spark the table-side one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from deltalab.errors import DeltaLabError
+from deltalab.locations import local_path
+from deltalab.log import read_log
+
+
+def human_size(size: int) -> str:
+    """A byte count as ``478 B``, ``1.6 KiB`` or ``3.2 MiB``."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def tree_lines(path: str | Path, hide_crc: bool = False, hide_hidden: bool = False) -> list[str]:
+    """The lines of ``show_tree``: the directory's name, then each entry sorted by name.
+
+    ``hide_crc`` leaves out checksum files (Hadoop's ``.*.crc`` beside each data file and
+    Delta's ``N.crc`` beside each commit). ``hide_hidden`` leaves out names starting with ``.``.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a directory")
+    lines = [f"{root.name}/"]
+
+    def keep(entry: Path) -> bool:
+        if hide_crc and entry.name.endswith(".crc"):
+            return False
+        return not (hide_hidden and entry.name.startswith("."))
+
+    def walk(directory: Path, prefix: str) -> None:
+        entries = sorted((entry for entry in directory.iterdir() if keep(entry)), key=lambda entry: entry.name)
+        for index, entry in enumerate(entries):
+            last = index == len(entries) - 1
+            branch = "└── " if last else "├── "
+            if entry.is_dir():
+                lines.append(f"{prefix}{branch}{entry.name}/")
+                walk(entry, prefix + ("    " if last else "│   "))
+            else:
+                lines.append(f"{prefix}{branch}{entry.name}  ({human_size(entry.stat().st_size)})")
+
+    walk(root, "")
+    return lines
+
+
+def show_tree(path: str | Path, hide_crc: bool = False, hide_hidden: bool = False) -> None:
+    """Print a directory as a tree with file sizes; names are relative, so outputs are portable."""
+    print("\n".join(tree_lines(path, hide_crc=hide_crc, hide_hidden=hide_hidden)))
+
+
+def directory_files(path: str | os.PathLike[str]) -> set[str]:
+    """Every file under ``path`` (data files, the log, checksums), relative, with ``/`` separators.
+
+    Two snapshots taken before and after a refused write show whether it wrote anything at all.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise DeltaLabError(f"{root} is not a directory.", fix="Pass the folder of a table that exists.")
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def data_files(table_path: str | os.PathLike[str]) -> set[str]:
+    """The Parquet data files in the table's folder (outside ``_delta_log/``), relative POSIX paths.
+
+    Whatever the log says: files of the current version, removed files VACUUM has not deleted
+    yet, and orphans of failed writers alike.
+    """
+    return {p for p in directory_files(table_path) if p.endswith(".parquet") and not p.startswith("_delta_log/")}
+
+
+def orphan_data_files(table_path: str | os.PathLike[str]) -> set[str]:
+    """Data files in the table's folder that no commit of its log has ever added.
+
+    A write that fails inside its tasks (a CHECK or NOT NULL violation found while writing),
+    or a writer killed before its commit, leaves the Parquet files its tasks finished, but never
+    commits them: readers do not see them and VACUUM deletes them once they are older than the
+    retention.
+    """
+    from urllib.parse import unquote
+
+    log = read_log(table_path)
+    referenced = set()
+    for actions in log.commits.values():
+        for action in actions:
+            for kind in ("add", "remove"):
+                if kind in action:
+                    referenced.add(unquote(action[kind]["path"]))  # the log stores paths URL-encoded
+    return data_files(table_path) - referenced
+
+
+def complete_parquet_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The ``part-*.parquet`` files under ``directory`` whose footer pyarrow can read, sorted.
+
+    A file a task is still writing has no footer yet, so it is not counted.
+    """
+    import pyarrow.parquet as pq
+
+    done = []
+    for path in sorted(Path(directory).rglob("part-*.parquet")):
+        try:
+            pq.read_metadata(path)
+        except Exception:  # noqa: BLE001 - partial file: no footer yet
+            continue
+        done.append(path)
+    return done
+
+
+def spark_files(spark: Any, table_path: str | os.PathLike[str], version: int | None = None,
+                relative: bool = False) -> list[str]:
+    """The data files Spark reads for the table at ``version`` (default latest), sorted.
+
+    As ``DataFrame.inputFiles()`` lists them (``file:`` URIs), or with ``relative=True`` as
+    decoded paths relative to the table folder, the form :func:`data_files` uses.
+    """
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    uris = reader.load(str(table_path)).inputFiles()
+    if not relative:
+        return sorted(uris)
+    root = Path(local_path(str(table_path))).resolve()
+    return sorted(Path(local_path(uri)).resolve().relative_to(root).as_posix() for uri in uris)

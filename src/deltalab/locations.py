@@ -1,0 +1,138 @@
+"""Where things are: the cache, the repository, the work root, the course's datasets, and paths
+that Spark writes as URIs.
+
+Every other module asks here instead of building paths itself, so that one rule decides, for
+example, that tables never land inside the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from deltalab.errors import DeltaLabError
+
+CACHE_ENV = "DELTALAB_CACHE_DIR"
+WORKDIR_ENV = "DELTALAB_WORKDIR"
+DATA_DIR_ENV = "DELTALAB_DATA_DIR"
+COURSE_DIR_ENV = "DELTALAB_COURSE_DIR"
+#: The file that marks a work root as the course's own (work directories under it are emptied).
+ROOT_MARKER = ".deltalab-root"
+
+
+def cache_root() -> Path:
+    """The course's cache directory: ``$DELTALAB_CACHE_DIR``, else a per-user cache directory."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return (base / "deltalab").resolve()
+
+
+def repo_root() -> Path | None:
+    """The course repository this package was installed from (editable install), if any."""
+    candidate = Path(__file__).resolve().parents[2]
+    if (candidate / "pyproject.toml").is_file() and (candidate / "src" / "deltalab").is_dir():
+        return candidate
+    return None
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def work_root() -> Path:
+    """The root of all work directories: ``$DELTALAB_WORKDIR``, else ``<cache>/work``.
+
+    The root must be writable and must not lie inside the repository, so that tables written
+    by notebooks never show up in ``git status``. A root that already holds files not made by
+    the course is refused, because work directories under it are emptied.
+    """
+    raw = os.environ.get(WORKDIR_ENV)
+    root = (Path(raw).expanduser() if raw else cache_root() / "work").resolve()
+    repo = repo_root()
+    if repo is not None and _inside(root, repo):
+        raise DeltaLabError(
+            f"{WORKDIR_ENV} is {root}, inside the course repository ({repo}); tables written there "
+            "would land in git.",
+            fix=f"Point {WORKDIR_ENV} at a directory outside the repository (e.g. export {WORKDIR_ENV}=~/deltalab-work), "
+            "or unset it to use the default under your cache directory.",
+        )
+    try:
+        fresh = not root.exists()
+        root.mkdir(parents=True, exist_ok=True)
+        if not fresh and not (root / ROOT_MARKER).exists() and any(root.iterdir()):
+            raise DeltaLabError(
+                f"{WORKDIR_ENV} is {root}, a directory that already holds other files; the course empties "
+                "the work directories it makes there, so it will not use a directory it did not create.",
+                fix=f"Point {WORKDIR_ENV} at a new or empty directory.",
+            )
+        (root / ROOT_MARKER).touch()
+        with tempfile.NamedTemporaryFile(dir=root):
+            pass
+    except OSError as error:
+        raise DeltaLabError(
+            f"The work directory root {root} cannot be written: {error.strerror or error}.",
+            fix=f"Set {WORKDIR_ENV} to a directory you can write to (e.g. export {WORKDIR_ENV}=~/deltalab-work).",
+        ) from None
+    return root
+
+
+def data_dirs() -> list[Path]:
+    """Where datasets are looked for, in order: ``$DELTALAB_DATA_DIR``, the clone's ``data/``
+    (editable install), ``$DELTALAB_COURSE_DIR/data`` (the course image)."""
+    dirs = []
+    if os.environ.get(DATA_DIR_ENV):
+        dirs.append(Path(os.environ[DATA_DIR_ENV]).expanduser())
+    repo = repo_root()
+    if repo is not None:
+        dirs.append(repo / "data")
+    if os.environ.get(COURSE_DIR_ENV):
+        dirs.append(Path(os.environ[COURSE_DIR_ENV]).expanduser() / "data")
+    return dirs
+
+
+def dataset_path(name: str) -> Path:
+    """The path of the course dataset ``name`` (e.g. ``"loans_by_state.csv"``).
+
+    Raises a :class:`DeltaLabError` naming the folders searched when it is not found, rather
+    than letting Spark fail later with PATH_NOT_FOUND on a path the learner never typed.
+    """
+    if not name or Path(name).name != name:
+        raise DeltaLabError(
+            f"{name!r} is not a dataset name.",
+            fix="Pass a file name from the course's data/ folder, such as 'loans_by_state.csv' (see data/README.md).",
+        )
+    searched = data_dirs()
+    for directory in searched:
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate.resolve()
+    looked = ", ".join(str(d) for d in searched) or "nowhere: no clone, no $DELTALAB_COURSE_DIR"
+    raise DeltaLabError(
+        f"The course dataset {name!r} was not found (looked in {looked}).",
+        fix=f"Run from a clone of the course (data/ is part of it; see data/README.md), "
+        f"or set {DATA_DIR_ENV} to the folder that holds {name}.",
+    )
+
+
+def local_path(uri: str | os.PathLike[str]) -> str:
+    """A local file path from what Spark or the log gives: ``file:/x/y%20z`` or ``file:///x/y`` -> ``/x/y z``.
+
+    The one rule for turning a ``file:`` URI into a path (Spark's ``inputFiles()`` and
+    ``DESCRIBE DETAIL`` return URIs). Anything else is returned unchanged.
+    """
+    text = str(uri)
+    if text.startswith("file:"):
+        return unquote(urlparse(text).path)
+    return text
+
+
+def file_name(path: str | os.PathLike[str]) -> str:
+    """The last component of a path, a ``file:`` URI or a URL-encoded log path: ``part-00001-….parquet``."""
+    return Path(unquote(urlparse(str(path)).path)).name

@@ -1,0 +1,81 @@
+"""Test-only helpers for the labs: run a lab notebook inside the pytest process, read its check
+results, and regenerate the student versions with nbgrader (none of it is course material)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+
+
+@dataclass
+class CellRun:
+    """What happened when one code cell ran: its nbgrader id, output and error (if any)."""
+
+    index: int
+    grade_id: str | None
+    is_check: bool
+    stdout: str
+    error: BaseException | None
+
+
+def run_in_process(notebook, namespace: dict | None = None) -> list[CellRun]:
+    """Run the code cells of ``notebook`` (a path or nbformat node) in one namespace, in order.
+
+    Like nbgrader's autograder, a cell that raises does not stop the cells after it. Cells run
+    in this interpreter, so ``get_spark()`` returns the session already running here.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4) if isinstance(notebook, (str, Path)) else notebook
+    ns: dict = {"__name__": "__main__"} if namespace is None else namespace
+    runs: list[CellRun] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        out = io.StringIO()
+        error: BaseException | None = None
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(cell.source, f"<cell {index}>", "exec"), ns)
+        except Exception as exc:  # recorded, like an error output in a notebook
+            error = exc
+        runs.append(CellRun(index, meta.get("grade_id"), bool(meta.get("grade")), out.getvalue(), error))
+    return runs
+
+
+def check_results(runs: list[CellRun]) -> dict[str, bool]:
+    """``{check grade_id: passed}`` for the graded cells of a run."""
+    return {run.grade_id: run.error is None for run in runs if run.is_check and run.grade_id}
+
+
+def generate_student_versions(course: Path, labs: list[str] | None = None) -> dict[str, Path]:
+    """Run nbgrader's ``generate_assignment --no-db --force`` for ``labs`` in this process.
+
+    Same converter as the command line, without a gradebook and without starting one Python
+    per lab; the student versions land in ``course/release/<lab>/``. Used by the test that the
+    committed student versions are up to date.
+    """
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config, PyFileConfigLoader
+
+    course = Path(course).resolve()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    overrides = Config()
+    overrides.CourseDirectory.root = str(course)
+    overrides.SaveCells.enabled = False
+    overrides.GenerateAssignment.no_database = True
+    overrides.BaseConverter.force = True
+    config.merge(overrides)
+    labs = labs or sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
+    made = {}
+    for lab in labs:
+        coursedir = CourseDirectory(config=config)
+        coursedir.assignment_id = lab
+        GenerateAssignment(coursedir=coursedir, config=config).start()
+        made[lab] = course / "release" / lab / f"{lab}.ipynb"
+    return made

@@ -1,0 +1,100 @@
+"""The layout of deltalab (src/deltalab/README.md): every module imports on its own, no module
+imports another in a cycle, and notebooks do not redefine what the package already has."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from course_testing import REPO
+
+PACKAGE = REPO / "src" / "deltalab"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The deltalab modules a file imports, at module level or inside functions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("deltalab"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("deltalab"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                found.add(candidate if candidate in MODULES else node.module)
+    return found
+
+
+def test_every_module_imports_on_its_own():
+    """Each module imported first, in a process where no other deltalab module is loaded yet."""
+    script = (
+        "import importlib, sys\n"
+        f"for name in {sorted(MODULES)!r}:\n"
+        "    for loaded in [m for m in sys.modules if m == 'deltalab' or m.startswith('deltalab.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_no_import_cycle():
+    graph = {name: imported_modules(path) - {name} for name, path in MODULES.items()}
+    unknown = {f"{name} -> {target}" for name, targets in graph.items() for target in targets if target not in MODULES}
+    assert not unknown, f"imports of modules that do not exist: {sorted(unknown)}"
+    importers_of_package = [name for name, targets in graph.items() if "deltalab" in targets and name != "deltalab"]
+    assert not importers_of_package, (
+        f"{importers_of_package} import from `deltalab` itself; inside the package, import from the module "
+        "that defines the name (the package's __init__ imports the modules, so this would be a cycle)"
+    )
+    state: dict[str, str] = {}
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                cycle = stack[stack.index(target):] + [target] if target in stack else [name, target]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target, stack + [target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+
+
+def package_functions() -> set[str]:
+    """Public function and class names defined anywhere in the package."""
+    names = set()
+    for path in MODULES.values():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                names.add(node.name)
+    return names
+
+
+def test_notebooks_define_no_helper_the_package_has():
+    shared = package_functions()
+    offenders = []
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb")) + sorted((REPO / "labs" / "source").glob("*/*.ipynb"))
+    for notebook in notebooks:
+        for index, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            for node in ast.walk(ast.parse("".join(cell["source"]))):
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in shared:
+                    offenders.append(f"{notebook.relative_to(REPO)} cell {index}: {node.name}")
+    assert not offenders, "these notebook cells redefine a deltalab helper; call the package's: " + "; ".join(offenders)
