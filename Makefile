@@ -1,5 +1,6 @@
 # The README's two commands: `make lab` and `make test`. Both set everything up first.
-#   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   JupyterLab on 127.0.0.1, course index open
+#   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
+#   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
@@ -10,8 +11,16 @@ PORT ?= 8888
 WORKERS ?= 2
 PYTEST_ARGS ?=
 NB ?= notebooks/*.ipynb
+# Who JupyterLab is for: learner (the default) or instructor. Read from the command line only
+# (make lab ROLE=instructor), so that an unrelated ROLE in the environment cannot change the course.
+ifneq ($(origin ROLE),command line)
+ROLE := learner
+endif
+ifeq ($(filter learner instructor,$(ROLE)),)
+$(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
+endif
 
-.PHONY: help setup lab test outputs doctor lock clean
+.PHONY: help setup lab instructor test outputs doctor lock clean
 
 help:
 	@sed -n '1,5p' Makefile
@@ -30,12 +39,28 @@ setup: $(VENV)/.installed
 	@$(PY) -m deltalab fetch-jars
 	@$(PY) -m deltalab doctor
 
+# Each role's Jupyter settings are a folder of src/deltalab/jupyter/ put first on JUPYTER_CONFIG_PATH,
+# so they win over the venv's and ~/.jupyter's without writing to either. learner: nbgrader's lab and
+# server extensions off, no news or update check, the course index open. instructor: nbgrader on, no
+# news; the server starts in labs/ because nbgrader reads labs/nbgrader_config.py and labs/gradebook.db
+# from its working directory, and the venv's bin/ is on PATH because nbgrader runs `alembic` by name.
+LAB_OPENS_learner := notebooks/README.md
+LAB_OPENS_instructor := labs/README.md
+LAB_CWD_learner := .
+LAB_CWD_instructor := labs
+
 lab: setup
-	@echo "Starting JupyterLab on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
+	@echo "Starting JupyterLab for the $(ROLE) on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
+	cd $(LAB_CWD_$(ROLE)) && PATH="$(abspath $(VENV))/bin:$$PATH" \
+	JUPYTER_CONFIG_PATH="$(CURDIR)/src/deltalab/jupyter/$(ROLE)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	"$(abspath $(VENV))/bin/jupyter" lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
 		$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
 		$(if $(DELTALAB_NO_BROWSER),--no-browser) $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root) \
-		notebooks/README.md
+		"$(CURDIR)/$(LAB_OPENS_$(ROLE))"
+
+# The instructor's JupyterLab: `make lab` with ROLE=instructor.
+instructor: override ROLE := instructor
+instructor: lab
 
 test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
