@@ -1,18 +1,28 @@
-"""JupyterLab in a real browser: the login page without the token; with it, the course index and
-notebook 00 run top to bottom in headless Chromium, and the row count shows up in the output.
+"""JupyterLab in a real browser, as each person gets it: the learner's (`make lab`) and the
+instructor's (`make instructor`).
 
-The server is `make lab`'s command line (same flags, the same venv with its JupyterLab
-settings overrides, a known token, a free port). Its root is a copy of notebooks/ in a
-temporary folder, and its user settings live in a temporary folder with autosave off, so that
-running notebook 00 in the browser can never rewrite the committed notebook. Chromium is
-Debian's (/usr/bin/chromium) driven by Playwright; no browser is downloaded. A screenshot is
-saved under $DELTALAB_ARTIFACTS (default: <repo>/.artifacts) and its path printed.
+- Learner: the login page without the token; with it, the course index, with none of nbgrader's
+  instructor tools (no Nbgrader menu, no Create Assignment panel, no formgrader on the server) and
+  no "official Jupyter news?" prompt; notebook 00 runs top to bottom and its row count shows up.
+- Instructor: labs/README.md open in labs/, the Nbgrader menu and the Create Assignment panel, and
+  the formgrader listing every lab of labs/source/.
+
+Each server is `make lab`'s command line for its role (same flags and cwd, the role's Jupyter
+settings from src/deltalab/jupyter/<role> first on JUPYTER_CONFIG_PATH, the venv's JupyterLab
+overrides, a known token, a free port); a test below checks that against `make -n`. One server
+per role serves all of that role's tests. Its root is a copy of notebooks/ and of the committed
+part of labs/ in a temporary folder, and its user settings live in a temporary folder with
+autosave off, so that the browser can never rewrite a committed notebook and the gradebook the
+formgrader creates lands in the copy. Chromium is Debian's (/usr/bin/chromium) driven by
+Playwright; no browser is downloaded. Screenshots go to $DELTALAB_ARTIFACTS (default:
+<repo>/.artifacts) and their paths are printed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -21,6 +31,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,6 +47,38 @@ CHROMIUM_FLAGS = [
 ]
 NOTEBOOK = "00_hello_delta.ipynb"
 RUN_TIMEOUT_MS = 300_000
+LOAD_TIMEOUT_MS = 120_000
+KERNEL_IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")  # the status bar, once the kernel is up
+
+# What `make lab ROLE=<role>` does per role (the Makefile's LAB_CWD_* and LAB_OPENS_*).
+LAB_CWD = {"learner": ".", "instructor": "labs"}
+LAB_OPENS = {"learner": "notebooks/README.md", "instructor": "labs/README.md"}
+# The committed part of labs/ (labs/README.md): what an instructor's checkout holds.
+LABS_COMMITTED = ["source", "release", "nbgrader_config.py", "README.md"]
+# The request JupyterLab's news plugin makes when it starts (for its config section).
+NEWS_PLUGIN_CONFIG = "/api/config/jupyterlabapputilsextensionannouncements"
+NEWS_PROMPT = "official Jupyter news"
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab of one role: where it answers, its token, its course copy, log and
+    the work root its kernels write tables under (DELTALAB_WORKDIR)."""
+
+    role: str
+    base: str
+    token: str
+    root: Path
+    log: Path
+    work: Path
+
+
+@dataclass
+class BrowserTab:
+    """A browser tab with every URL it requested, so a test can say what the page never loaded."""
+
+    tab: object
+    requests: list[str] = field(default_factory=list)
 
 
 def _free_port() -> int:
@@ -49,109 +93,257 @@ def _artifacts() -> Path:
     return directory
 
 
-@pytest.fixture
-def jupyterlab(tmp_path):
-    """`make lab` on a free port with a known token; yields (base URL, token); stopped by pid."""
+def _course_copy(root: Path) -> None:
+    """notebooks/ and the committed part of labs/, as in a fresh checkout."""
+    skip = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=skip)
+    for name in LABS_COMMITTED:
+        source = REPO / "labs" / name
+        if source.is_dir():
+            shutil.copytree(source, root / "labs" / name, ignore=skip)
+        else:
+            (root / "labs").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / "labs" / name)
+
+
+def _user_settings(settings: Path) -> None:
+    """Test-only user settings: no autosave, and every cell in the DOM so its output can be found.
+    Nothing about news or nbgrader: that must come from the role's configuration."""
+    for plugin, values in {
+        "docmanager-extension/plugin": {"autosave": False},
+        "notebook-extension/tracker": {"windowingMode": "none"},
+    }.items():
+        path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+def _wait_until_serving(server: subprocess.Popen, base: str, log_path: Path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        if server.poll() is not None:
+            pytest.fail(f"JupyterLab exited with {server.returncode}:\n{log_path.read_text()[-3000:]}")
+        try:
+            urllib.request.urlopen(f"{base}/api", timeout=2)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer on {base}:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)  # by pid: jupyter shuts its kernels down on SIGTERM
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=30)
+    try:  # a kernel or its Spark JVM that outlived the server (the group is this test's own)
+        os.killpg(server.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _serve(role: str, tmp: Path) -> Iterator[Lab]:
+    """`make lab ROLE=<role>` on a free port with a known token, over a copy of the course."""
     jupyter = Path(sys.executable).with_name("jupyter")
     require(jupyter.exists(), f"no jupyter next to {sys.executable} (run make setup)")
-    root = tmp_path / "course"
-    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    settings = tmp_path / "lab-settings"
-    (settings / "@jupyterlab" / "docmanager-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings").write_text(
-        json.dumps({"autosave": False}))
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false"}))  # no "news?" pop-up over the screenshot
-    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
-        json.dumps({"windowingMode": "none"}))  # every cell in the DOM, so its output can be found
+    root = tmp / "course"
+    _course_copy(root)
+    _user_settings(tmp / "lab-settings")
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "ws"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), DELTALAB_NO_BROWSER="1")
+    config_path = [str(REPO / "src" / "deltalab" / "jupyter" / role)] + (
+        [os.environ["JUPYTER_CONFIG_PATH"]] if os.environ.get("JUPYTER_CONFIG_PATH") else [])
+    env = dict(os.environ, JUPYTER_CONFIG_PATH=os.pathsep.join(config_path),
+               PATH=os.pathsep.join([str(jupyter.parent), os.environ.get("PATH", "")]),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), DELTALAB_NO_BROWSER="1",
+               DELTALAB_WORKDIR=str(tmp / "work"))  # the kernels' tables: fresh, and this server's own
     env.pop("JUPYTER_TOKEN", None)
-    log_path = tmp_path / "jupyterlab.log"
+    log_path = tmp / "jupyterlab.log"
     with log_path.open("wb") as log:
         server = subprocess.Popen(
             [str(jupyter), "lab", "--ip=127.0.0.1", f"--port={port}", f"--ServerApp.root_dir={root}",
-             f"--IdentityProvider.token={token}", "--no-browser", "notebooks/README.md"]
+             f"--IdentityProvider.token={token}", "--no-browser", str(root / LAB_OPENS[role])]
             + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root; jupyter refuses that otherwise
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root / LAB_CWD[role], start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {server.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(f"{base}/api", timeout=2)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer on {base}:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield base, token
+        _wait_until_serving(server, base, log_path)
+        yield Lab(role, base, token, root, log_path, tmp / "work")
     finally:
-        server.send_signal(signal.SIGTERM)  # by pid: jupyter shuts its kernels down on SIGTERM
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
-        try:  # a kernel or its Spark JVM that outlived the server (the group is this test's own)
-            os.killpg(server.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _stop(server)
 
 
-@pytest.fixture
-def browser_page(tmp_path):
-    require(CHROMIUM.exists(), "Debian's chromium is not installed (apt-get install chromium)")
+@pytest.fixture(scope="module")
+def learner_lab(tmp_path_factory) -> Iterator[Lab]:
+    yield from _serve("learner", tmp_path_factory.mktemp("learner-lab"))
+
+
+@pytest.fixture(scope="module")
+def instructor_lab(tmp_path_factory) -> Iterator[Lab]:
+    yield from _serve("instructor", tmp_path_factory.mktemp("instructor-lab"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require(CHROMIUM.exists(), "Debian's chromium is not installed (bash .ci/system-packages.sh)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         require(False, "playwright is not installed (pip install playwright, from the test extra)")
     with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_FLAGS, viewport={"width": 1400, "height": 1000})
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
         try:
-            yield context.pages[0] if context.pages else context.new_page()
+            yield chromium
         finally:
-            context.close()
+            chromium.close()
 
 
-def test_jupyterlab_login_course_index_and_notebook_00(jupyterlab, browser_page):
-    base, token = jupyterlab
-    page = browser_page
-    artifacts = _artifacts()
+@pytest.fixture
+def page(browser) -> Iterator[BrowserTab]:
+    """A fresh tab (own cookies) that records the URL of every request it makes."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        tab = context.new_page()
+        recorded = BrowserTab(tab)
+        tab.on("request", lambda request: recorded.requests.append(request.url))
+        yield recorded
+    finally:
+        context.close()
+
+
+def _open_rendered(page: BrowserTab, lab: Lab, path: str, heading: str) -> None:
+    """Log in with the token on `path` (a Markdown file) and wait for it to be rendered.
+
+    JupyterLab opens a document from the URL only after every plugin has been activated and the
+    layout restored, so once it is rendered, the menus and side panels are complete and every
+    plugin's first requests have been sent.
+    """
+    page.tab.goto(f"{lab.base}/lab/tree/{path}?token={lab.token}", wait_until="domcontentloaded")
+    rendered = page.tab.locator(".jp-RenderedMarkdown").filter(has_text=heading)
+    rendered.first.wait_for(timeout=LOAD_TIMEOUT_MS)
+
+
+def _menu_labels(page: BrowserTab) -> list[str]:
+    return page.tab.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+
+
+def _side_panel_titles(page: BrowserTab) -> list[str]:
+    return [tab.get_attribute("title") or "" for tab in page.tab.locator(".jp-SideBar .lm-TabBar-tab").all()]
+
+
+def _page_config(page: BrowserTab) -> dict:
+    """The configuration the server handed this page (PageConfig: disabled extensions, ...)."""
+    return json.loads(page.tab.locator("#jupyter-config-data").text_content())
+
+
+def _no_news(page: BrowserTab) -> None:
+    """JupyterLab's news plugin never ran (it asks for its config section when it starts), and no
+    news prompt is on screen."""
+    asked = [url for url in page.requests if NEWS_PLUGIN_CONFIG in url]
+    assert not asked, f"JupyterLab's news plugin ran (it requested {asked[0]}): the news prompt can appear"
+    toasts = page.tab.locator(".Toastify__toast").filter(has_text=NEWS_PROMPT)
+    assert toasts.count() == 0, f"the news prompt is on screen: {toasts.all_inner_texts()}"
+
+
+def _screenshot(page: BrowserTab, name: str) -> Path:
+    screenshot = _artifacts() / name
+    page.tab.screenshot(path=str(screenshot), full_page=False)
+    assert screenshot.stat().st_size > 10_000, "the screenshot is empty"
+    return screenshot
+
+
+@pytest.mark.parametrize("role", ["learner", "instructor"])
+def test_the_servers_here_are_make_labs_command_line(role):
+    """What _serve mirrors (cwd, the role's settings folder, root, the file opened) is what
+    `make lab ROLE=<role>` runs."""
+    require(shutil.which("make") is not None, "make is not installed")
+    done = subprocess.run(["make", "-n", "--no-print-directory", "lab", f"ROLE={role}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    command = done.stdout
+    assert f"cd {LAB_CWD[role]} && " in command
+    assert f'JUPYTER_CONFIG_PATH="{REPO}/src/deltalab/jupyter/{role}' in command
+    assert f'--ServerApp.root_dir="{REPO}"' in command
+    assert f'"{REPO}/{LAB_OPENS[role]}"' in command
+
+
+def test_instructor_lab_has_nbgrader_tools_and_opens_labs(instructor_lab, page):
+    lab = instructor_lab
+    _open_rendered(page, lab, LAB_OPENS["instructor"], "Classroom labs")
+
+    menus = _menu_labels(page)
+    assert "Nbgrader" in menus, f"the instructor's menu bar has no Nbgrader menu: {menus}"
+    panels = _side_panel_titles(page)
+    assert any("Create Assignment" in title for title in panels), f"no Create Assignment panel: {panels}"
+    breadcrumbs = page.tab.locator(".jp-FileBrowser .jp-BreadCrumbs").first.inner_text()
+    assert "labs" in breadcrumbs, f"the file browser should be in labs/, shows {breadcrumbs!r}"
+
+    # The formgrader reads labs/nbgrader_config.py (the server runs in labs/) and lists every lab.
+    response = page.tab.request.get(f"{lab.base}/formgrader/api/assignments")
+    assert response.status == 200, f"the formgrader API answered {response.status}:\n{lab.log.read_text()[-2000:]}"
+    listed = sorted(assignment["name"] for assignment in response.json())
+    labs = sorted(path.name for path in (lab.root / "labs" / "source").iterdir() if path.is_dir())
+    assert listed == labs, f"the formgrader lists {listed}, labs/source/ has {labs}"
+
+    _no_news(page)
+    screenshot = _screenshot(page, "browser-instructor-labs.png")
+    print(f"\nbrowser test: the instructor's labs/, menus {menus}, formgrader lists {len(listed)} labs; "
+          f"screenshot: {screenshot}")
+
+
+def test_learner_lab_needs_the_token_and_opens_a_clean_course_index(learner_lab, page):
+    lab = learner_lab
 
     # Without the token: the login page, asking for it.
-    page.goto(f"{base}/lab", wait_until="domcontentloaded")
-    assert "/login" in page.url, f"without the token JupyterLab should redirect to /login, got {page.url}"
-    page.locator("#password_input").wait_for(timeout=30_000)
-    assert "token" in page.content().lower(), "the login page should ask for the token"
+    page.tab.goto(f"{lab.base}/lab", wait_until="domcontentloaded")
+    assert "/login" in page.tab.url, f"without the token JupyterLab should redirect to /login, got {page.tab.url}"
+    page.tab.locator("#password_input").wait_for(timeout=30_000)
+    assert "token" in page.tab.content().lower(), "the login page should ask for the token"
 
     # With the token: the course index, rendered (make lab's Markdown-preview default).
-    page.goto(f"{base}/lab/tree/notebooks/README.md?token={token}", wait_until="domcontentloaded")
-    index = page.locator(".jp-RenderedMarkdown").filter(has_text="The course, notebook by notebook")
-    index.first.wait_for(timeout=120_000)
-    assert page.get_by_role("link", name="Hello, Delta Lake").count() > 0, "the index links notebook 00"
+    _open_rendered(page, lab, LAB_OPENS["learner"], "The course, notebook by notebook")
+    assert page.tab.get_by_role("link", name="Hello, Delta Lake").count() > 0, "the index links notebook 00"
 
+    # No instructor tools: nbgrader's lab extension is disabled, so no menu and no panel ...
+    menus = _menu_labels(page)
+    assert "Help" in menus, f"the menu bar is not complete yet: {menus}"
+    assert "Nbgrader" not in menus, f"the learner's menu bar has nbgrader's menu: {menus}"
+    panels = _side_panel_titles(page)
+    assert any("File Browser" in title for title in panels), f"the side bars are not complete yet: {panels}"
+    assert not any("Create Assignment" in title for title in panels), f"the learner has nbgrader's panel: {panels}"
+    disabled = _page_config(page)["disabledExtensions"]
+    assert "@jupyter/nbgrader" in disabled, f"the learner's page does not disable nbgrader: {disabled}"
+    # ... and nbgrader's server extensions are off: no formgrader behind the lab either.
+    formgrader = page.tab.request.get(f"{lab.base}/formgrader/api/assignments")
+    assert formgrader.status == 404, f"the learner's server answers the formgrader API ({formgrader.status})"
+
+    # No news prompt.
+    _no_news(page)
+    screenshot = _screenshot(page, "browser-learner-index.png")
+    print(f"\nbrowser test: the learner's course index, menus {menus}; screenshot: {screenshot}")
+
+
+def test_learner_lab_runs_notebook_00(learner_lab, page):
+    lab = learner_lab
     # Notebook 00: clear the stored outputs, run all cells, find the row count in the new output.
-    page.goto(f"{base}/lab/tree/notebooks/{NOTEBOOK}", wait_until="domcontentloaded")
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-    panel.locator(".jp-Cell").first.wait_for(timeout=120_000)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
-        state="attached", timeout=120_000)
-    _menu(page, "Edit", "Clear Outputs of All Cells")
+    page.tab.goto(f"{lab.base}/lab/tree/notebooks/{NOTEBOOK}?token={lab.token}", wait_until="domcontentloaded")
+    tab = page.tab
+    panel = tab.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel.locator(".jp-Cell").first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    # The kernel is up once the status bar names it and says Idle (the toolbar's indicator already
+    # says idle before any kernel exists: "Run All" then would only ask which kernel to start).
+    tab.locator(".jp-StatusBar-Widget").filter(has_text=KERNEL_IDLE).first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    _menu(tab, "Edit", "Clear Outputs of All Cells")
     outputs = panel.locator(".jp-OutputArea-output")
-    page.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output').length === 0",
-                           timeout=30_000)
+    tab.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output').length === 0",
+                          timeout=30_000)
     assert outputs.count() == 0, "the stored outputs should be gone before the run"
 
     started = time.monotonic()
-    _menu(page, "Run", "Run All Cells")
+    _menu(tab, "Run", "Run All Cells")
     row_count = panel.locator(".jp-OutputArea-output").filter(has_text="Read back 10 rows.")
     row_count.first.wait_for(state="attached", timeout=RUN_TIMEOUT_MS)
     versions = panel.locator(".jp-Cell").last.locator(".jp-OutputArea-output").filter(has_text="Checked with: Spark 4.2.0")
@@ -160,16 +352,17 @@ def test_jupyterlab_login_course_index_and_notebook_00(jupyterlab, browser_page)
     errors = panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert errors.count() == 0, f"notebook 00 printed errors in the browser: {errors.all_inner_texts()[:3]}"
     assert "The log says the table has 10 rows in 2 files." in panel.inner_text(), "the log's row count is shown"
+    first_commit = lab.work / "00_hello_delta" / "hello_delta" / "_delta_log" / "00000000000000000000.json"
+    assert first_commit.exists(), f"the outputs are on screen but the kernel wrote no table at {first_commit}"
+    _no_news(page)
 
     row_count.first.scroll_into_view_if_needed()
-    screenshot = artifacts / "browser-00_hello_delta.png"
-    page.screenshot(path=str(screenshot), full_page=False)
-    assert screenshot.stat().st_size > 10_000, "the screenshot is empty"
+    screenshot = _screenshot(page, "browser-00_hello_delta.png")
     print(f"\nbrowser test: notebook 00 ran in {seconds:.0f} s in Chromium; screenshot: {screenshot}")
 
 
-def _menu(page, menu: str, item: str) -> None:
+def _menu(tab, menu: str, item: str) -> None:
     """Click an item of JupyterLab's main menu, as a person would."""
-    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
-    page.locator(".lm-Menu-item:not(.lm-mod-disabled)").filter(
-        has=page.locator(".lm-Menu-itemLabel", has_text=item)).first.click()
+    tab.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
+    tab.locator(".lm-Menu-item:not(.lm-mod-disabled)").filter(
+        has=tab.locator(".lm-Menu-itemLabel", has_text=item)).first.click()
