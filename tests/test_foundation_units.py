@@ -276,3 +276,17 @@ def test_installed_versions_match_the_lock():
 
     for name in ("pyspark", "delta-spark", "pandas", "pyarrow", "nbval", "papermill"):
         assert installed_version(name) == _lock()[name], f"{name} installed differs from requirements.lock: run make setup"
+
+
+def test_sessions_add_only_the_jars_spark_does_not_ship(tmp_path):
+    """Ivy's tree holds older copies of Spark's own libraries; a session adds only the rest."""
+    from deltalab.jars import session_jars, spark_jars_dir
+
+    shipped = {p.name for p in spark_jars_dir().glob("*.jar")}
+    assert any(name.startswith("jackson-databind-") for name in shipped)
+    cached = [tmp_path / name for name in (
+        "io.delta_delta-spark_4.2_2.13-4.4.0.jar", "io.delta_delta-storage-4.4.0.jar",
+        "com.fasterxml.jackson.core_jackson-databind-2.13.5.jar", "org.apache.hadoop_hadoop-client-runtime-3.4.2.jar",
+    )]
+    assert [jar.name for jar in session_jars(cached)] == ["io.delta_delta-spark_4.2_2.13-4.4.0.jar",
+                                                           "io.delta_delta-storage-4.4.0.jar"]

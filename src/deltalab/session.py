@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from deltalab.errors import DeltaLabError
-from deltalab.jars import fetch_jars
+from deltalab.jars import fetch_jars, session_jars
 from deltalab.java import find_java
 from deltalab.locations import work_root
 from deltalab.versions import DELTA_JVM_VERSION, installed_version, spark_version
@@ -71,11 +71,21 @@ def _log4j_config() -> Path:
     return Path(__file__).with_name("log4j2.properties")
 
 
-def default_conf(jars: list[Path], root: Path) -> dict[str, str]:
-    """The settings every course session starts with; ``get_spark(**conf)`` overrides them."""
+def default_conf(jars: list[Path], root: Path, local: bool = True) -> dict[str, str]:
+    """The settings every course session starts with; ``get_spark(**conf)`` overrides them.
+
+    ``jars`` are Delta's jars that Spark does not ship (``deltalab.jars.session_jars``). On a
+    local master they go on the driver's class path, where the executor (the same JVM) finds
+    them too; ``spark.jars`` would make the executor copy each of them at start-up. A cluster's
+    executors run elsewhere and get them through ``spark.jars``.
+    """
     java_options = f"-Dlog4j2.configurationFile={_log4j_config().as_uri()} -Dderby.system.home={root / '_derby'}"
+    if local:
+        classpath = {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
+    else:
+        classpath = {"spark.jars": ",".join(str(jar) for jar in jars)}
     return {
-        "spark.jars": ",".join(str(jar) for jar in jars),
+        **classpath,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Small data on a laptop: few partitions after a shuffle, and for Delta's state reconstruction.
@@ -166,8 +176,8 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str
     resolved_master = resolve_master(master)
     java = find_java()
     root = work_root()
-    jars = fetch_jars()
-    settings = default_conf(jars, root)
+    jars = session_jars(fetch_jars())
+    settings = default_conf(jars, root, local=resolved_master.startswith("local"))
     settings.update({key: str(value) for key, value in conf.items()})
 
     os.environ["JAVA_HOME"] = str(java.home)
