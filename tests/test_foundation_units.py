@@ -290,3 +290,15 @@ def test_sessions_add_only_the_jars_spark_does_not_ship(tmp_path):
     )]
     assert [jar.name for jar in session_jars(cached)] == ["io.delta_delta-spark_4.2_2.13-4.4.0.jar",
                                                            "io.delta_delta-storage-4.4.0.jar"]
+
+
+def test_the_s3_jar_set_matches_the_hadoop_inside_pyspark(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path))
+    from deltalab.versions import hadoop_version
+
+    assert hadoop_version() == "3.5.0", "pyspark 4.2.0 ships Hadoop 3.5.0"
+    s3 = jar_cache.jar_set("s3")
+    assert s3.packages[0] == "org.apache.hadoop:hadoop-aws:3.5.0" and "software.amazon.awssdk:bundle" in s3.excludes
+    assert jar_cache.jar_dir("s3") == tmp_path / "jars" / "s3-hadoop-aws-3.5.0"
+    with pytest.raises(DeltaLabError, match="no jar set called"):
+        jar_cache.jar_set("gcs")

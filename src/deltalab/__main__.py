@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     doctor = commands.add_parser("doctor", help="check Python, Java, packages, Delta jars and the work directory")
     doctor.add_argument("--smoke", action="store_true", help="also start Spark and write a tiny Delta table")
-    commands.add_parser("fetch-jars", help="download Delta's jars into the cache once (needs the network)")
+    commands.add_parser("fetch-jars", help="download Delta's jars and the S3A jars into the cache once (needs the network)")
     execute = commands.add_parser("execute", help="run notebooks in place so that their stored outputs are fresh")
     execute.add_argument("notebooks", nargs="+")
     grade = commands.add_parser("grade", help="grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV")
@@ -40,10 +40,11 @@ def _run(args: argparse.Namespace) -> int:
 
         return doctor_main(smoke=args.smoke)
     if args.command == "fetch-jars":
-        from deltalab.jars import fetch_jars, jar_dir
+        from deltalab.jars import JAR_SETS, fetch_jars, jar_dir, jar_set
 
-        jars = fetch_jars()
-        print(f"{len(jars)} Delta jars cached in {jar_dir()}")
+        for name in JAR_SETS:
+            jars = fetch_jars(name)
+            print(f"{len(jars)} jars ({jar_set(name).what}) cached in {jar_dir(name)}")
         return 0
     if args.command == "bench":
         from deltalab.bench import main as bench_main

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from deltalab.errors import DeltaLabError
-from deltalab.versions import DELTA_JVM_VERSION, PINNED_PYTHON_PACKAGES, delta_maven_coordinate, installed_version
+from deltalab.versions import DELTA_JVM_VERSION, PINNED_PYTHON_PACKAGES, installed_version
 
 
 @dataclass
@@ -47,16 +47,22 @@ def _packages() -> Check:
 
 
 def _jars() -> Check:
-    from deltalab.jars import cached_jars, jar_dir
+    from deltalab.jars import JAR_SETS, cached_jars, jar_dir, jar_set
 
-    jars = cached_jars()
-    if jars:
-        megabytes = sum(jar.stat().st_size for jar in jars) / 2**20
-        return Check("Delta jars", True, f"{len(jars)} jars, {megabytes:.0f} MiB, cached in {jar_dir()}")
+    found, missing = [], []
+    for name in JAR_SETS:
+        jars = cached_jars(name)
+        if jars:
+            megabytes = sum(jar.stat().st_size for jar in jars) / 2**20
+            found.append(f"{name}: {len(jars)} jars, {megabytes:.0f} MiB")
+        else:
+            missing.append(f"{jar_set(name).what} ({', '.join(jar_set(name).packages)} and dependencies)")
+    if not missing:
+        return Check("Delta jars", True, f"{'; '.join(found)}, cached in {jar_dir().parent}")
     return Check(
         "Delta jars",
         False,
-        f"not cached yet ({delta_maven_coordinate()} and its dependencies, about 90 MiB)",
+        f"not cached yet: {'; '.join(missing)}",
         "Run `make setup` or `python -m deltalab fetch-jars` once with the network on.",
     )
 

@@ -19,21 +19,69 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from deltalab.errors import DeltaLabError
 from deltalab.java import find_java
 from deltalab.locations import cache_root
-from deltalab.versions import delta_maven_coordinate
+from deltalab.versions import AWS_SDK_V1_VERSION, AWS_SDK_V2_VERSION, delta_maven_coordinate, hadoop_version
 
 MANIFEST_NAME = "MANIFEST.txt"
 FETCH_TIMEOUT_SECONDS = 900
 
 
-def jar_dir() -> Path:
-    """Where the jars for the pinned Delta and Spark versions live once downloaded."""
-    name = delta_maven_coordinate().split(":", 1)[1].replace(":", "-")  # delta-spark_4.2_2.13-4.4.0
-    return cache_root() / "jars" / name
+@dataclass(frozen=True)
+class JarSet:
+    """One set of JVM jars the course downloads once: what to resolve, what to leave out."""
+
+    name: str  # "delta" or "s3"
+    what: str  # for messages: "Delta's jars"
+    packages: tuple[str, ...]
+    excludes: tuple[str, ...] = ()
+
+    @property
+    def directory_name(self) -> str:
+        first = self.packages[0].split(":", 1)[1].replace(":", "-")  # delta-spark_4.2_2.13-4.4.0
+        return first if self.name == "delta" else f"{self.name}-{first}"
+
+
+def jar_set(name: str = "delta") -> JarSet:
+    """The jar set ``name``: ``delta`` (every session) or ``s3`` (S3A and DynamoDB, notebooks 11-12)."""
+    if name == "delta":
+        return JarSet("delta", "Delta's jars", (delta_maven_coordinate(),))
+    if name == "s3":
+        # hadoop-aws matching the Hadoop inside pyspark, with only the AWS SDK v2 modules S3A uses
+        # (the SDK's `bundle` jar is 686 MB), and the SDK v1 DynamoDB client of Delta's DynamoDB
+        # commit coordinator. Everything Spark already ships is left out.
+        return JarSet(
+            "s3", "the S3A and DynamoDB jars",
+            (f"org.apache.hadoop:hadoop-aws:{hadoop_version()}",
+             f"software.amazon.awssdk:s3-transfer-manager:{AWS_SDK_V2_VERSION}",
+             f"com.amazonaws:aws-java-sdk-dynamodb:{AWS_SDK_V1_VERSION}"),
+            excludes=("software.amazon.awssdk:bundle", "software.amazon.awssdk:netty-nio-client",
+                      "software.amazon.awssdk:crt-core", "software.amazon.awssdk:http-auth-aws-eventstream",
+                      "software.amazon.eventstream:eventstream", "software.amazon.awssdk:annotations",
+                      "org.wildfly.openssl:wildfly-openssl", "io.netty:netty-codec-http", "io.netty:netty-codec-http2",
+                      "io.netty:netty-codec", "io.netty:netty-transport", "io.netty:netty-common",
+                      "io.netty:netty-buffer", "io.netty:netty-handler", "io.netty:netty-transport-native-unix-common",
+                      "io.netty:netty-transport-classes-epoll", "io.netty:netty-resolver",
+                      "org.apache.httpcomponents:httpclient", "org.apache.httpcomponents:httpcore",
+                      "commons-codec:commons-codec", "commons-logging:commons-logging", "org.slf4j:slf4j-api",
+                      "com.amazonaws:aws-java-sdk-s3", "com.amazonaws:aws-java-sdk-kms", "com.amazonaws:jmespath-java",
+                      "com.fasterxml.jackson.core:jackson-databind", "com.fasterxml.jackson.core:jackson-core",
+                      "com.fasterxml.jackson.core:jackson-annotations",
+                      "com.fasterxml.jackson.dataformat:jackson-dataformat-cbor", "joda-time:joda-time"),
+        )
+    raise DeltaLabError(f"There is no jar set called {name!r}.", fix="Use 'delta' or 's3'.")
+
+
+JAR_SETS = ("delta", "s3")
+
+
+def jar_dir(name: str = "delta") -> Path:
+    """Where the jars of a set live once downloaded (the cache never holds a half set)."""
+    return cache_root() / "jars" / jar_set(name).directory_name
 
 
 def _manifest_entries(directory: Path) -> list[tuple[str, int, str]]:
@@ -44,13 +92,13 @@ def _manifest_entries(directory: Path) -> list[tuple[str, int, str]]:
     return entries
 
 
-def cached_jars() -> list[Path] | None:
-    """The cached jar files, or None if the cache holds no complete set.
+def cached_jars(name: str = "delta") -> list[Path] | None:
+    """The cached jar files of a set, or None if the cache holds no complete set.
 
     A set is complete when its manifest exists and every jar it names is present with the
     recorded size.
     """
-    directory = jar_dir()
+    directory = jar_dir(name)
     try:
         entries = _manifest_entries(directory)
     except (OSError, ValueError):
@@ -85,7 +133,7 @@ def _spark_submit() -> Path:
     return Path(pyspark.__file__).parent / "bin" / ("spark-submit.cmd" if os.name == "nt" else "spark-submit")
 
 
-def _resolve_into(staging: Path, java_home: Path, timeout: int) -> list[Path]:
+def _resolve_into(staging: Path, java_home: Path, timeout: int, wanted: JarSet) -> list[Path]:
     noop = staging / "noop.py"
     noop.write_text("")
     command = [
@@ -93,20 +141,22 @@ def _resolve_into(staging: Path, java_home: Path, timeout: int) -> list[Path]:
         "--master", "local[1]",
         "--conf", f"spark.jars.ivy={staging / 'ivy'}",
         "--conf", "spark.ui.enabled=false",
-        "--packages", delta_maven_coordinate(),
+        "--packages", ",".join(wanted.packages),
+        *(["--exclude-packages", ",".join(wanted.excludes)] if wanted.excludes else []),
         str(noop),
     ]
+    coordinates = ", ".join(wanted.packages)
     env = dict(os.environ, JAVA_HOME=str(java_home), PYSPARK_PYTHON=sys.executable)
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise DeltaLabError(
-            f"Downloading Delta's jars ({delta_maven_coordinate()}) did not finish within {timeout} s.",
+            f"Downloading {wanted.what} ({coordinates}) did not finish within {timeout} s.",
             fix="Check your connection to Maven Central (repo1.maven.org) and run `python -m deltalab fetch-jars` again.",
         ) from None
     if completed.returncode != 0:
         raise DeltaLabError(
-            f"Delta's jars ({delta_maven_coordinate()}) are not in the cache ({jar_dir()}) and could not be "
+            f"{wanted.what[0].upper()}{wanted.what[1:]} ({coordinates}) are not in the cache ({jar_dir(wanted.name)}) and could not be "
             f"downloaded from Maven Central: {_reason(completed.stdout + completed.stderr)}",
             fix="The very first run needs the network once. Connect, then run `make setup` (or "
             "`python -m deltalab fetch-jars`); later runs work offline. Behind a proxy, give Java its "
@@ -116,26 +166,28 @@ def _resolve_into(staging: Path, java_home: Path, timeout: int) -> list[Path]:
     broken = [jar.name for jar in jars if not zipfile.is_zipfile(jar)]
     if not jars or broken:
         raise DeltaLabError(
-            f"The download of Delta's jars came back incomplete ({', '.join(broken) or 'no jars'}).",
+            f"The download of {wanted.what} came back incomplete ({', '.join(broken) or 'no jars'}).",
             fix="Run `python -m deltalab fetch-jars` again.",
         )
     return jars
 
 
-def fetch_jars(timeout: int = FETCH_TIMEOUT_SECONDS) -> list[Path]:
-    """Return the cached Delta jars, downloading them first if the cache has no complete set.
+def fetch_jars(name: str = "delta", timeout: int = FETCH_TIMEOUT_SECONDS) -> list[Path]:
+    """Return the cached jars of a set (default: Delta's), downloading them first if the cache
+    has no complete set.
 
     Nothing is written to the cache unless the whole set arrived and checked out.
     """
-    existing = cached_jars()
+    existing = cached_jars(name)
     if existing:
         return existing
+    wanted = jar_set(name)
     java = find_java()
-    target = jar_dir()
+    target = jar_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=target.parent))
     try:
-        jars = _resolve_into(staging, java.home, timeout)
+        jars = _resolve_into(staging, java.home, timeout, wanted)
         finished = staging / "jars"
         finished.mkdir()
         lines = []
@@ -148,11 +200,11 @@ def fetch_jars(timeout: int = FETCH_TIMEOUT_SECONDS) -> list[Path]:
         try:
             os.rename(finished, target)
         except OSError:
-            if cached_jars() is None:  # not another process finishing first
+            if cached_jars(name) is None:  # not another process finishing first
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    result = cached_jars()
+    result = cached_jars(name)
     assert result is not None
     return result
 

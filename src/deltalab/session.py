@@ -34,6 +34,8 @@ _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
 
 _session = None
+#: Which jar sets (deltalab.jars) the kernel's session was started with.
+JAR_SETS_KEY = "spark.deltalab.jarSets"
 
 
 def resolve_master(master: str | None = None) -> str:
@@ -93,6 +95,9 @@ def default_conf(jars: list[Path], root: Path, local: bool = True) -> dict[str, 
         # Two input partitions whatever the core count, so every machine writes the same files.
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
+        # VACUUM lists the table folder with this many tasks (Spark's default, 10000, made one VACUUM
+        # of a ten-file table take 80 s on two cores; 4 takes 2 s).
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "2g"),
         # Quiet: no web UI, no progress bars, errors only in the log.
         "spark.ui.enabled": "false",
@@ -136,12 +141,19 @@ def _tail(path: Path, lines: int = 8) -> str:
         return "(no log)"
 
 
-def _reuse(spark, master: str | None, conf: dict[str, str]):
+def _reuse(spark, master: str | None, jar_sets: tuple[str, ...], conf: dict[str, str]):
     running = spark.sparkContext.master
     if master is not None and resolve_master(master) != running:
         raise DeltaLabError(
             f"This kernel already runs a Spark session on {running}; it cannot switch to {master}.",
             fix="Restart the kernel to start a session on another master.",
+        )
+    loaded = spark.conf.get(JAR_SETS_KEY, "delta").split(",")
+    missing = [name for name in jar_sets if name not in loaded]
+    if missing:
+        raise DeltaLabError(
+            f"This kernel's session was started without the {', '.join(missing)} jars.",
+            fix=f"Restart the kernel, then call get_spark(..., jar_sets={tuple(dict.fromkeys(('delta', *jar_sets)))!r}) first.",
         )
     for key, value in conf.items():
         if spark.conf.get(key, None) == str(value):
@@ -156,13 +168,15 @@ def _reuse(spark, master: str | None, conf: dict[str, str]):
     return spark
 
 
-def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str):
+def get_spark(app_name: str = "deltalab", master: str | None = None, jar_sets: tuple[str, ...] = ("delta",),
+              **conf: str):
     """Return the kernel's Delta-enabled SparkSession, starting it on first use.
 
     The session runs on ``local[*]`` unless ``master`` or ``$SPARK_MASTER`` names another,
     loads Delta's jars from the local cache (downloading them once if needed), keeps its logs
     out of the notebook, and is the same object on every later call in the kernel. Extra
-    settings are passed as keyword arguments, e.g. ``get_spark("x", **{"spark.sql.shuffle.partitions": "8"})``.
+    settings are passed as keyword arguments, e.g. ``get_spark("x", **{"spark.sql.shuffle.partitions": "8"})``;
+    ``jar_sets=("delta", "s3")`` also loads the S3A jars (``deltalab.jars.jar_set``).
     """
     global _session
     from pyspark.sql import SparkSession
@@ -171,13 +185,15 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, **conf: str
     active = _session if _session is not None else SparkSession.getActiveSession()
     if active is not None and not active.sparkContext._jsc.sc().isStopped():
         _session = active
-        return _reuse(active, master, conf)
+        return _reuse(active, master, jar_sets, conf)
 
     resolved_master = resolve_master(master)
     java = find_java()
     root = work_root()
-    jars = session_jars(fetch_jars())
+    names = tuple(dict.fromkeys(("delta", *jar_sets)))
+    jars = [jar for name in names for jar in session_jars(fetch_jars(name))]
     settings = default_conf(jars, root, local=resolved_master.startswith("local"))
+    settings[JAR_SETS_KEY] = ",".join(names)
     settings.update({key: str(value) for key, value in conf.items()})
 
     os.environ["JAVA_HOME"] = str(java.home)

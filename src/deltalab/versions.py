@@ -20,6 +20,12 @@ SCALA_BINARY_VERSION = "2.13"
 # `configure_spark_with_delta_pip` as shipped asks for 4.4.1 and fails to resolve.
 DELTA_JVM_VERSION = "4.4.0"
 
+#: The AWS SDKs of the S3A jar set (deltalab.jars): v2 as hadoop-aws 3.5.0's POM names it
+#: (hadoop-project's aws-java-sdk-v2.version), v1 for the DynamoDB client of Delta's DynamoDB
+#: commit coordinator.
+AWS_SDK_V2_VERSION = "2.35.4"
+AWS_SDK_V1_VERSION = "1.12.797"
+
 #: The Java major versions Spark 4.2 runs on.
 SUPPORTED_JAVA_MAJORS = (17, 21)
 
@@ -47,3 +53,13 @@ def delta_maven_coordinate() -> str:
     """
     major_minor = ".".join(spark_version().split(".")[:2])
     return f"io.delta:delta-spark_{major_minor}_{SCALA_BINARY_VERSION}:{DELTA_JVM_VERSION}"
+
+
+def hadoop_version() -> str:
+    """The Hadoop version inside the installed PySpark (``3.5.0`` for 4.2.0), read from its jars."""
+    import pyspark
+    from pathlib import Path
+
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise RuntimeError("pyspark ships no hadoop-client-api jar")
