@@ -8,6 +8,7 @@ example, that tables never land inside the repository.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -18,8 +19,16 @@ CACHE_ENV = "DELTALAB_CACHE_DIR"
 WORKDIR_ENV = "DELTALAB_WORKDIR"
 DATA_DIR_ENV = "DELTALAB_DATA_DIR"
 COURSE_DIR_ENV = "DELTALAB_COURSE_DIR"
+MIN_FREE_ENV = "DELTALAB_MIN_FREE_MIB"
 #: The file that marks a work root as the course's own (work directories under it are emptied).
 ROOT_MARKER = ".deltalab-root"
+#: The folder of the work root that holds one lock file per work directory: beside the work
+#: directories, so that emptying one never removes its lock and no table listing shows it.
+LOCKS_DIR = "_locks"
+#: Free space the work root's disk needs before Spark starts (MiB): the notebooks write tables,
+#: Spark logs and shuffle files of a few hundred MiB; below this a run would die half-way with a
+#: Java stack trace about a failed write. ``$DELTALAB_MIN_FREE_MIB`` overrides it.
+DEFAULT_MIN_FREE_MIB = 1024
 
 
 def cache_root() -> Path:
@@ -80,7 +89,47 @@ def work_root() -> Path:
             f"The work directory root {root} cannot be written: {error.strerror or error}.",
             fix=f"Set {WORKDIR_ENV} to a directory you can write to (e.g. export {WORKDIR_ENV}=~/deltalab-work).",
         ) from None
+    _check_free_space(root)
     return root
+
+
+def min_free_mib() -> int:
+    """The free space (MiB) the work root's disk needs: ``$DELTALAB_MIN_FREE_MIB``, else 1024."""
+    raw = os.environ.get(MIN_FREE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MIN_FREE_MIB
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise DeltaLabError(f"{MIN_FREE_ENV} is {raw!r}, not a whole number of MiB.",
+                            fix=f"Set {MIN_FREE_ENV} to a number such as 512, or unset it for the default of {DEFAULT_MIN_FREE_MIB}.")
+    return value
+
+
+def _size(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def _check_free_space(root: Path) -> None:
+    """Refuse a work root on a disk with less free space than :func:`min_free_mib`, before Spark starts."""
+    needed = min_free_mib()
+    free = shutil.disk_usage(root).free / 2**20
+    if free < needed:
+        raise DeltaLabError(
+            f"Only {_size(free)} is free on the disk of the work directory root {root}; the course needs "
+            f"at least {_size(needed)} there for its tables, Spark's logs and shuffle files.",
+            fix=f"Free some space on that disk (the work directories of notebooks you finished can go: "
+            f"rm -rf {root}/<notebook>), or point {WORKDIR_ENV} at a disk with more room "
+            f"(export {WORKDIR_ENV}=/path/with/space). On a small machine, lower the limit: "
+            f"export {MIN_FREE_ENV}=256.",
+        )
+
+
+def workdir_lock_path(root: Path, name: str) -> Path:
+    """The lock file of the work directory ``<root>/<name>``: ``<root>/_locks/<name>.lock``."""
+    return root / LOCKS_DIR / f"{name}.lock"
 
 
 def data_dirs() -> list[Path]:

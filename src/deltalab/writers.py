@@ -11,31 +11,31 @@ Spark session and JVM. This module starts them, holds them at known points with 
 * :func:`append_from_processes` starts several writer processes that each append once, released
   together by a "go" file; :func:`append_from_threads` does the same with threads on one session.
 
-Every writer process runs ``python -m deltalab.writers ...`` in a new process group (so one
-signal reaches its JVM and Python workers too) and ends itself, with its whole group, if the
-process that started it (the notebook's kernel) goes away.
+Every writer process runs ``python -m deltalab.writers ...`` under a guardian
+(:func:`deltalab.processes.start_owned`): it ends, with its JVM and Python workers, when the
+kernel that started it ends, and when the cell waiting for it (:func:`wait_until`) is interrupted.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from deltalab.errors import DeltaLabError
+from deltalab.processes import end_process, live_group_members, start_owned, wait_until
 
 __all__ = [
     "append_from_processes",
     "append_from_threads",
     "append_rows",
     "kill_process_group",
+    "live_group_members",
     "start_blocked_append",
     "wait_until",
 ]
@@ -44,34 +44,22 @@ __all__ = [
 #: when the notebook drives it as it should; a loaded machine can be slow).
 WAIT_LIMIT_SECONDS = 600.0
 
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
-    """Poll ``condition`` until it is true; raise a clear error after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise DeltaLabError(
-                f"Timed out after {timeout:.0f} s waiting until {what}.",
-                fix="The machine may be very busy: run the cell again with a longer timeout, "
-                "and look at the writer's log file next to the marker.",
-            )
-        time.sleep(interval)
+# The blocked writers this process started; a new one ends those an interrupted cell left behind.
+_BLOCKED: list[subprocess.Popen[bytes]] = []
 
 
 def _start_writer(arguments: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m deltalab.writers ARGUMENTS OWNER_PID`` in its own process group, output to ``log_path``."""
-    env = dict(os.environ)
-    # The child imports this very package, also when it is not installed (e.g. run from a source tree).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")] if p)
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "deltalab.writers", *arguments, str(os.getpid())],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
+    """Start ``python -m deltalab.writers ARGUMENTS`` under a guardian, output to ``log_path``."""
+    return start_owned([sys.executable, "-m", "deltalab.writers", *arguments], log_path)
+
+
+def kill_process_group(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
+    """SIGKILL the writer with every process it started and wait for them to end; return its exit code.
+
+    Also waits until none of them runs any more (the writer's JVM and Python workers), so that
+    nothing keeps running or writing after this returns.
+    """
+    return end_process(process, timeout)
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,49 +82,16 @@ def start_blocked_append(table_path: str | os.PathLike[str], rows: int, partitio
             "(one task that blocks, at least one that lands its file).",
             fix="Pass partitions >= 2.",
         )
+    for leftover in _BLOCKED:  # a cell interrupted before it killed its writer
+        if leftover.poll() is None:
+            end_process(leftover)
+    _BLOCKED.clear()
     marker = Path(marker)
     marker.unlink(missing_ok=True)
-    return _start_writer(["blocked-append", str(table_path), str(rows), str(partitions), str(marker)],
-                         Path(f"{marker}.log"))
-
-
-def kill_process_group(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
-    """SIGKILL the writer's whole process group and wait for it to end; return its exit code.
-
-    Also waits until no process of the group is left (the writer's JVM and Python workers),
-    so that nothing keeps running or writing after this returns.
-    """
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    code = process.wait(timeout=timeout)
-    wait_until(lambda: not live_group_members(process.pid), timeout,
-               "every process of the killed writer has ended", interval=0.05)
-    return code
-
-
-def live_group_members(group: int) -> list[int]:
-    """PIDs of the processes of a process group that are still running (not zombies).
-
-    Read from /proc on Linux; elsewhere, ``[group]`` while a signal 0 still reaches the group.
-    """
-    if not Path("/proc/self/stat").exists():
-        try:
-            os.killpg(group, 0)
-        except ProcessLookupError:
-            return []
-        return [group]
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == group and state != "Z":
-            members.append(int(stat.parent.name))
-    return members
+    writer = _start_writer(["blocked-append", str(table_path), str(rows), str(partitions), str(marker)],
+                           Path(f"{marker}.log"))
+    _BLOCKED.append(writer)
+    return writer
 
 
 def _blocked_append_main(table_path: str, rows: int, partitions: int, marker: str) -> None:
@@ -206,24 +161,29 @@ def append_from_processes(path: str, writers: int, rows: int, first_writer: int,
     signal_dir = Path(signal_dir)
     shutil.rmtree(signal_dir, ignore_errors=True)
     signal_dir.mkdir(parents=True)
-    procs = [
-        _start_writer(["append", path, str(first_writer + index), str(rows), str(signal_dir)],
-                      signal_dir / f"writer-{index}.log")
-        for index in range(writers)
-    ]
-    deadline = time.monotonic() + timeout_s
-    while len(list(signal_dir.glob("ready-*"))) < writers:
-        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    (signal_dir / "go").touch()
-    codes = []
-    for proc in procs:
-        try:
-            codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
-        except subprocess.TimeoutExpired:
-            codes.append(kill_process_group(proc))
-    return codes
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for index in range(writers):
+            procs.append(_start_writer(["append", path, str(first_writer + index), str(rows), str(signal_dir)],
+                                       signal_dir / f"writer-{index}.log"))
+        deadline = time.monotonic() + timeout_s
+        while len(list(signal_dir.glob("ready-*"))) < writers:
+            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        (signal_dir / "go").touch()
+        codes = []
+        for proc in procs:
+            try:
+                codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                codes.append(kill_process_group(proc))
+        return codes
+    except BaseException:  # interrupted (KeyboardInterrupt) or failed: no writer keeps appending
+        for proc in procs:
+            if proc.poll() is None:
+                kill_process_group(proc)
+        raise
 
 
 def _append_main(path: str, writer: str, rows: str, signal_dir: str) -> None:
@@ -241,34 +201,9 @@ def _append_main(path: str, writer: str, rows: str, signal_dir: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _end_with_owner(owner: int) -> None:
-    """End this process and its whole group once the process ``owner`` has ended.
-
-    A writer is started by a notebook's kernel; when that kernel is restarted, interrupted for
-    good or killed, nothing should keep writing into its tables.
-    """
-
-    def watch() -> None:
-        while _alive(owner):
-            time.sleep(0.2)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 USAGE = (
-    "usage: python -m deltalab.writers blocked-append TABLE ROWS PARTITIONS MARKER OWNER_PID\n"
-    "       python -m deltalab.writers append TABLE WRITER ROWS SIGNAL_DIR OWNER_PID"
+    "usage: python -m deltalab.writers blocked-append TABLE ROWS PARTITIONS MARKER\n"
+    "       python -m deltalab.writers append TABLE WRITER ROWS SIGNAL_DIR"
 )
 
 
@@ -276,11 +211,10 @@ def main(argv: list[str]) -> int:
     """``python -m deltalab.writers``: only the helpers above start it."""
     commands = {"blocked-append": (4, lambda a: _blocked_append_main(a[0], int(a[1]), int(a[2]), a[3])),
                 "append": (4, lambda a: _append_main(*a))}
-    if not argv or argv[0] not in commands or len(argv) != commands[argv[0]][0] + 2:
+    if not argv or argv[0] not in commands or len(argv) != commands[argv[0]][0] + 1:
         print(USAGE, file=sys.stderr)
         return 2
     count, run = commands[argv[0]]
-    _end_with_owner(int(argv[-1]))
     run(argv[1:1 + count])
     return 0
 
