@@ -308,6 +308,21 @@ def clear_delta_cache(spark=None) -> None:
         spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
+def added_jars(spark) -> list[str]:
+    """The file names of the jars the course added to Spark's own, sorted.
+
+    A local session has them on the driver's class path (``spark.driver.extraClassPath``), a
+    cluster session ships them as ``spark.jars`` (:func:`default_conf`); this reads whichever
+    the session was started with.
+    """
+    on_class_path = spark.conf.get("spark.driver.extraClassPath", None)
+    if on_class_path:
+        entries = on_class_path.split(os.pathsep)
+    else:
+        entries = (spark.conf.get("spark.jars", None) or "").split(",")
+    return sorted(Path(entry).name for entry in entries if entry)
+
+
 def versions_line(spark=None) -> str:
     """One line naming the Spark, Delta, Java and Python versions in use."""
     java = "unknown"
