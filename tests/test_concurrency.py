@@ -10,6 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from deltalab import concurrency as cc
+from deltalab import drivers
 from deltalab import writers
 from deltalab.errors import DeltaLabError
 from deltalab.log import commit_info, commit_versions, latest_version
@@ -70,15 +71,25 @@ def test_latest_version_of_a_folder_that_is_not_a_table(tmp_path) -> None:
 # ----------------------------------------------------------------------------- real tables
 
 
-def test_race_commit_files_lets_exactly_one_writer_win(spark, tmp_path) -> None:
+def test_write_commit_file_is_refused_by_the_pre_check_or_by_the_rename(spark, tmp_path) -> None:
+    """HDFSLogStore (v4.4.0) refuses a commit file twice over: a writer that finds it already there
+    at its pre-check (line 104), and one that passed the pre-check but lost the rename (line 131)."""
     path = tmp_path / "race"
     cc.make_pair_table(spark, path)
-    prepared = {w: [json.dumps({"commitInfo": {"userMetadata": w}})] for w in ("a", "b", "c")}
-    attempts = cc.race_commit_files(spark, str(path), 1, prepared)
-    assert [a.won for a in attempts] == [True, False, False]
-    assert {a.error for a in attempts[1:]} == {"java.nio.file.FileAlreadyExistsException"}
-    assert commit_info(path, 1)["userMetadata"] == "a"
-    assert commit_versions(path) == [0, 1]
+    line = [json.dumps({"commitInfo": {"userMetadata": "first"}})]
+    assert cc.write_commit_file(spark, str(path), 1, line) == {"won": True, "error": None, "thrown_at": None}
+    late = cc.write_commit_file(spark, str(path), 1, line)
+    assert late == {"won": False, "error": "java.nio.file.FileAlreadyExistsException",
+                    "thrown_at": "io.delta.storage.HDFSLogStore.writeInternal(HDFSLogStore.java:104)"}
+    kernel = drivers.in_this_kernel(spark)
+    hold = drivers.Hold(tmp_path / "held")
+    held = kernel.submit("deltalab.concurrency.write_commit_file", str(path), 2, ["{}"], hold.path)
+    hold.wait_reached(held)
+    assert cc.write_commit_file(spark, str(path), 2, line)["won"], "an unheld writer passes and renames first"
+    hold.release()
+    assert held.result()["thrown_at"] == "io.delta.storage.HDFSLogStore.writeInternal(HDFSLogStore.java:131)"
+    assert commit_info(path, 2)["userMetadata"] == "first" and commit_versions(path) == [0, 1, 2]
+    assert not [p for p in (path / "_delta_log").iterdir() if p.name.endswith(".tmp")], "no temporary file left"
 
 
 def test_log_store_classes(spark) -> None:

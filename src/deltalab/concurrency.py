@@ -10,7 +10,9 @@ lessons, so these helpers *hold* a transaction at a known point instead:
   commit. Meanwhile the caller commits something else, then releases the gate.
 * :class:`JvmTransaction` drives Delta's ``OptimisticTransaction`` directly through the JVM, for
   the one case no SQL operation reaches (removing files that were never read).
-* :func:`race_commit_files` calls the log store the way a commit does, to show put-if-absent.
+* :func:`write_commit_file` calls the log store the way a commit does, optionally held inside it,
+  and :func:`race_for_commit_file` races writers in separate drivers for one commit file
+  (:mod:`deltalab.drivers`); :func:`append_held` is a blind append held after its read.
 * :func:`run_pair` / :func:`conflict_matrix` run every pair of operations and record what the
   second committer got, so the course's conflict matrix is measured, never typed
   (``deltalab.plots.style_conflict_matrix`` colours it).
@@ -37,6 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
 
+from deltalab.drivers import Hold, hold_gate
 from deltalab.errors import DeltaLabError
 from deltalab.log import commit_info, latest_version
 
@@ -73,8 +76,14 @@ def conflict_name(error: BaseException | None) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _make_gate_function(reached: str, release: str, timeout_s: float) -> Callable[[Any], bool]:
+#: What a held operation raises when the block that held it was left by an exception (an
+#: interrupted cell): it fails at its gate instead of committing.
+CANCELLED_MESSAGE = "the held operation was cancelled: the block holding it was left by an exception"
+
+
+def _make_gate_function(reached: str, release: str, cancel: str, timeout_s: float) -> Callable[[Any], bool]:
     """The body of the gate UDF; a closure so cloudpickle ships it by value to the workers."""
+    cancelled = CANCELLED_MESSAGE
 
     def gate(_value):  # no annotations: PySpark would try to read an eval type from them
         import os as _os
@@ -85,9 +94,13 @@ def _make_gate_function(reached: str, release: str, timeout_s: float) -> Callabl
             # so a held operation occupies one task slot and the other operation can still run.
             _os.close(_os.open(reached, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
         except FileExistsError:
+            if _os.path.exists(cancel):
+                raise RuntimeError(cancelled)
             return True
         deadline = _time.monotonic() + timeout_s
         while not _os.path.exists(release):
+            if _os.path.exists(cancel):
+                raise RuntimeError(cancelled)
             if _time.monotonic() > deadline:
                 raise TimeoutError(f"gate was never released ({release})")
             _time.sleep(0.01)
@@ -107,6 +120,10 @@ class TransactionHold:
             table.update(...)               # B commits N+1
         # leaving the block releases A and waits for it; A's outcome is in hold.error
 
+    Leaving the block by an exception (a failed assertion, or ``KeyboardInterrupt`` when the
+    cell is interrupted) cancels A instead: A fails at its gate, commits nothing, and its thread
+    has ended when the exception goes on, so the cell can be run again at once.
+
     ``gate(column)`` returns a boolean Column that is always true but blocks the first time it is
     evaluated, until :meth:`release` (or the end of the ``with`` block). Put it in a condition
     (``DELETE``/``UPDATE``/``MERGE`` source) or a filter of appended data: the operation has then
@@ -122,6 +139,7 @@ class TransactionHold:
         self.signal_dir.mkdir(parents=True)
         self._reached = self.signal_dir / "reached"
         self._release = self.signal_dir / "release"
+        self._cancel = self.signal_dir / "cancel"
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: Any = None
@@ -131,8 +149,8 @@ class TransactionHold:
 
         # useArrow=False: an Arrow-evaluated gate in an UPDATE of a partitioned table never ran
         # (the job hung before calling it) in Delta 4.4 / Spark 4.2; the row-at-a-time UDF does.
-        self._udf = udf(_make_gate_function(str(self._reached), str(self._release), timeout_s), BooleanType(),
-                        useArrow=False)
+        self._udf = udf(_make_gate_function(str(self._reached), str(self._release), str(self._cancel), timeout_s),
+                        BooleanType(), useArrow=False)
 
     def gate(self, column: str) -> Any:
         """A Column that is true for every row and blocks once, until released. ``column`` must be
@@ -187,14 +205,26 @@ class TransactionHold:
                                 fix="Look at the Spark log for a stuck job.")
         return self.error
 
+    def cancel(self) -> BaseException | None:
+        """Make the held operation fail at its gate (nothing committed), wait for it, return its exception."""
+        self._cancel.touch()
+        if self._thread is not None and not self._done.wait(self.timeout_s):
+            raise DeltaLabError("The held operation did not end after it was cancelled.",
+                                fix="Look at the Spark log for a stuck job, or restart the kernel.")
+        return self.error
+
     def __enter__(self) -> "TransactionHold":
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.release()
-        else:  # let the caller see the original error, not a second one from the release
-            self._release.touch()
+            return
+        # An error or an interrupt: the held operation must neither commit behind the learner's
+        # back nor keep its thread, so it is cancelled. The caller sees its own exception, not a
+        # second one from here.
+        self._cancel.touch()
+        if self._thread is not None:
             self._done.wait(self.timeout_s)
 
 
@@ -430,40 +460,129 @@ def log_store_class_for(spark: Any, scheme: str) -> str:
 
 @dataclass
 class CommitAttempt:
-    """One writer's try to create a commit file through the log store."""
+    """One writer's try to create a commit file through the log store.
+
+    ``thrown_at`` is the Java stack frame that refused it (``Class.method(File.java:line)``), so a
+    lesson can tell *which* check refused the writer.
+    """
 
     writer: str
     won: bool
     error: str | None
+    thrown_at: str | None = None
 
 
-def race_commit_files(spark: Any, table_path: str, version: int, prepared: dict[str, list[str]]) -> list[CommitAttempt]:
-    """Let each prepared commit try to create ``_delta_log/<version>.json``, one after another.
+class _HeldLines:
+    """A ``java.util.Iterator`` over a commit's lines, implemented in Python (a py4j callback):
+    its first ``hasNext()`` stops at a hold, so the log store is held in the middle of its write."""
 
-    This is the mutual-exclusion step of a commit: Delta's log store writes the actions to a
-    temporary file and renames it to the commit file *without overwrite*. The first writer
-    creates the file; every later writer gets ``FileAlreadyExistsException`` and must re-read
-    the log (in a real commit: check conflicts, then try ``version + 1``). The order of the
-    attempts is the order of ``prepared``, so the outcome is deterministic.
+    def __init__(self, lines: Sequence[str], hold: str | None) -> None:
+        self.lines = list(lines)
+        self.gate = hold_gate(hold) if hold else None
+
+    def hasNext(self) -> bool:  # noqa: N802 - Java's name
+        if self.gate is not None:
+            gate, self.gate = self.gate, None
+            gate()
+        return bool(self.lines)
+
+    def next(self) -> str:
+        return self.lines.pop(0)
+
+    class Java:
+        implements = ["java.util.Iterator"]
+
+
+def write_commit_file(spark: Any, table_path: str, version: int, lines: Sequence[str],
+                      hold: str | None = None) -> dict[str, Any]:
+    """Create ``_delta_log/<version>.json`` holding ``lines`` through Delta's own log store, as the
+    last step of every commit does, and report what happened (:class:`CommitAttempt` fields).
+
+    For ``file:`` the log store is ``HDFSLogStore`` (``storage/.../HDFSLogStore.java``, v4.4.0):
+    it refuses a commit file that already exists (line 104, the pre-check), creates a hidden
+    temporary file (line 110), writes the lines into it (117), and renames it to the commit
+    file without overwrite, turning the rename's refusal into ``FileAlreadyExistsException``
+    (line 131). With ``hold`` (the path of a :class:`deltalab.drivers.Hold`) the write stops at
+    its first look at the lines: past the pre-check, with its temporary file on disk.
+    Runs in any driver (``Driver.submit("deltalab.concurrency.write_commit_file", ...)``).
     """
+    from py4j.protocol import Py4JJavaError
+    from pyspark.java_gateway import ensure_callback_server_started
+
     jvm = spark._jvm
+    ensure_callback_server_started(spark.sparkContext._gateway)  # the JVM calls _HeldLines back
     hadoop_conf = spark._jsc.hadoopConfiguration()
     commit = jvm.org.apache.hadoop.fs.Path(f"{Path(table_path).resolve().as_uri()}/_delta_log/{version:020d}.json")
-    scheme = str(commit.toUri().getScheme())
     store_class: Any = jvm
-    for part in log_store_class_for(spark, scheme).split("."):  # py4j's view sees Spark's added jars
-        store_class = getattr(store_class, part)
-    store = store_class(hadoop_conf)
-    from py4j.protocol import Py4JJavaError
+    for part in log_store_class_for(spark, str(commit.toUri().getScheme())).split("."):
+        store_class = getattr(store_class, part)  # py4j's view sees Spark's added jars
+    attempt = {"won": True, "error": None, "thrown_at": None}
+    try:
+        store_class(hadoop_conf).write(commit, _HeldLines(lines, hold), False, hadoop_conf)
+    except Py4JJavaError as error:
+        refusal = error.java_exception
+        attempt = {"won": False, "error": str(refusal.getClass().getName()),
+                   "thrown_at": str(refusal.getStackTrace()[0].toString())}
+    return attempt
 
-    attempts: list[CommitAttempt] = []
-    for writer, actions in prepared.items():
-        lines = jvm.java.util.ArrayList()
-        for line in actions:
-            lines.add(line)
-        try:
-            store.write(commit, lines.iterator(), False, hadoop_conf)
-            attempts.append(CommitAttempt(writer, True, None))
-        except Py4JJavaError as error:
-            attempts.append(CommitAttempt(writer, False, str(error.java_exception.getClass().getName())))
-    return attempts
+
+@dataclass
+class CommitRace:
+    """What :func:`race_for_commit_file` saw: each writer's attempt, and ``_delta_log`` while all were held."""
+
+    attempts: list[CommitAttempt]
+    held_listing: list[str]
+
+
+def race_for_commit_file(table_path: str, version: int, writers: dict[str, Any],
+                         signal_dir: Path | str) -> CommitRace:
+    """Race ``writers`` (label -> a :class:`deltalab.drivers.Driver`, or ``in_this_kernel(spark)``)
+    for ``_delta_log/<version>.json``, deterministically.
+
+    Each writer calls :func:`write_commit_file` with a one-line commit labelled with its name
+    (``commitInfo.userMetadata``) and stops inside the log store, past its pre-check and with
+    its temporary file on disk. Once all are held, the log folder is listed; then the writers
+    are released one at a time, in the order given, each running to its end before the next.
+    """
+    import json
+
+    signal_dir = Path(signal_dir)
+    lines = {label: [json.dumps({"commitInfo": {"operation": "MANUAL UPDATE", "userMetadata": label}})]
+             for label in writers}
+    holds = {label: Hold(signal_dir / f"hold-{index}") for index, label in enumerate(writers)}
+    calls = {}
+    try:
+        for label, runner in writers.items():
+            calls[label] = runner.submit("deltalab.concurrency.write_commit_file", str(table_path), version,
+                                         lines[label], holds[label].path)
+        for label in writers:
+            holds[label].wait_reached(calls[label])
+        held_listing = sorted(p.name for p in (Path(table_path) / "_delta_log").iterdir())
+        attempts = []
+        for label in writers:
+            holds[label].release()
+            attempts.append(CommitAttempt(label, **calls[label].result()))
+    except BaseException:  # an interrupt or a failure: no writer stays held, none commits late
+        for hold in holds.values():
+            hold.cancel()
+        raise
+    return CommitRace(attempts, held_listing)
+
+
+def append_held(spark: Any, path: str, writer: int, rows: int, hold: str) -> None:
+    """Blind-append ``rows`` rows tagged ``writer`` (labelled ``writer-N`` in commitInfo), stopping
+    at the hold ``hold`` (a :class:`deltalab.drivers.Hold` path) after Delta has taken its snapshot.
+
+    The hold is a filter on the appended rows, so the write has started its transaction (it
+    knows the version it read) but has written nothing yet. Runs in any driver.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    gate = F.udf(hold_gate(hold), BooleanType(), useArrow=False)
+    (spark.range(0, rows, 1, 1)
+     .withColumn("writer", F.lit(writer))
+     .filter(gate(F.col("id")))
+     .write.format("delta").mode("append")
+     .option("userMetadata", f"writer-{writer}")
+     .save(path))
