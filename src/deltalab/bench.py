@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deltalab.class_archive import ARCHIVE_OFF_ENV
+
 # The child process of one cold-start measurement. It prints one JSON line of phase times.
 _COLD_START = r"""
 import json, os, sys, tempfile, time
@@ -34,7 +36,7 @@ kind, out = sys.argv[1], sys.argv[2]
 import pyspark
 from pyspark.sql import SparkSession
 imported = time.perf_counter()
-if kind == "delta":
+if kind.startswith("delta"):
     from deltalab.session import get_spark
     spark = get_spark("bench_delta")
 else:
@@ -49,9 +51,10 @@ else:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
 session = time.perf_counter()
-spark.range(10).write.format("delta" if kind == "delta" else "parquet").save(out)
+fmt = "delta" if kind.startswith("delta") else "parquet"
+spark.range(10).write.format(fmt).save(out)
 written = time.perf_counter()
-spark.range(10).write.format("delta" if kind == "delta" else "parquet").mode("append").save(out)
+spark.range(10).write.format(fmt).mode("append").save(out)
 second = time.perf_counter()
 print(json.dumps({"import": imported - started, "session": session - imported,
                   "first write": written - session, "second write": second - written,
@@ -68,19 +71,21 @@ def _load() -> str:
 
 
 def cold_start(repeat: int = 3) -> "Any":
-    """Median phase times of plain Spark (Parquet) and the course's Delta session, alternating runs."""
+    """Median phase times of plain Spark (Parquet), the course's Delta session, and the same without
+    the JVM class archive (``deltalab.class_archive``), alternating runs."""
     import pandas as pd
 
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="deltalab-bench-") as scratch:
         env = dict(os.environ, DELTALAB_WORKDIR=str(Path(scratch) / "work"))
         for index in range(repeat):
-            kinds = ("plain", "delta") if index % 2 == 0 else ("delta", "plain")
-            for kind in kinds:
-                out = str(Path(scratch) / f"{kind}-{index}")
+            kinds = ("plain", "delta", "delta, no archive")
+            for kind in kinds if index % 2 == 0 else reversed(kinds):
+                out = str(Path(scratch) / f"{kind.replace(', ', '-').replace(' ', '_')}-{index}")
                 wall = time.perf_counter()
+                kind_env = dict(env, **({ARCHIVE_OFF_ENV: "off"} if kind == "delta, no archive" else {}))
                 done = subprocess.run([sys.executable, "-c", _COLD_START, kind, out], capture_output=True,
-                                      text=True, env=env, timeout=900)
+                                      text=True, env=kind_env, timeout=900)
                 if done.returncode != 0:
                     raise RuntimeError(f"the {kind} cold start failed:\n{done.stderr[-2000:]}")
                 phases = json.loads(done.stdout.strip().splitlines()[-1])
@@ -89,7 +94,8 @@ def cold_start(repeat: int = 3) -> "Any":
     frame = pd.DataFrame(runs)
     medians = frame.groupby("kind").median(numeric_only=True).drop(columns="run").T
     medians["delta / plain"] = medians["delta"] / medians["plain"]
-    return medians[["plain", "delta", "delta / plain"]]
+    medians["no archive / plain"] = medians["delta, no archive"] / medians["plain"]
+    return medians[["plain", "delta", "delta, no archive", "delta / plain", "no archive / plain"]]
 
 
 def notebook_times(paths: list[Path], top: int = 3) -> "Any":

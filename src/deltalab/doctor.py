@@ -67,6 +67,20 @@ def _jars() -> Check:
     )
 
 
+def _class_archive() -> Check:
+    """Informational: sessions start without the archive too, only slower."""
+    from deltalab.class_archive import archive_path
+    from deltalab.jars import cached_jars, session_jars
+    from deltalab.java import find_java
+
+    jars = cached_jars("delta")
+    path = archive_path(session_jars(jars), find_java().home) if jars else None
+    if path is not None and path.is_file():
+        return Check("Class archive", True, f"{path} ({path.stat().st_size / 2**20:.0f} MiB): sessions start in seconds")
+    return Check("Class archive", True, "not built: sessions start without it, a few seconds slower each "
+                 "(`python -m deltalab fetch-jars` builds it)")
+
+
 def _network(jars_ok: bool) -> Check:
     if jars_ok:
         return Check("Network", True, "not needed: the jars are cached, sessions start offline")
@@ -99,6 +113,7 @@ def run_checks() -> list[Check]:
     """Run every check; none of them starts Spark or needs the network."""
     checks = [_guard("Python", _python), _guard("Java", _java), _guard("Packages", _packages), _guard("Delta jars", _jars)]
     checks.append(_network(checks[-1].ok))
+    checks.append(_guard("Class archive", _class_archive))
     checks.append(_guard("Work directory", _workdir))
     checks.append(_guard("Spark master", _master))
     return checks

@@ -1,0 +1,52 @@
+"""The JVM class archive (deltalab.class_archive): which option a driver starts with, and when."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deltalab import class_archive
+from deltalab.java import find_java
+
+
+def test_the_archive_name_follows_the_class_path_and_java(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path / "cache"))
+    java_home = find_java().home
+    one, other = tmp_path / "a.jar", tmp_path / "b.jar"
+    one.write_bytes(b"1")
+    other.write_bytes(b"22")
+    first = class_archive.archive_path([one], java_home)
+    assert first == class_archive.archive_path([one], java_home), "the same class path, the same archive"
+    assert first != class_archive.archive_path([one, other], java_home), "another class path, another archive"
+    assert first.parent == tmp_path / "cache" / "jvm" and first.suffix == ".jsa"
+
+
+def test_the_option_uses_an_archive_only_when_it_exists_and_is_not_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)
+    monkeypatch.delenv(class_archive.ARCHIVE_OFF_ENV, raising=False)
+    java_home = find_java().home
+    jars = [tmp_path / "a.jar"]
+    assert class_archive.archive_option(jars, java_home) == "", "no archive yet: start the ordinary way"
+    path = class_archive.archive_path(jars, java_home)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert class_archive.archive_option(jars, java_home) == f"-XX:SharedArchiveFile={path} -Xshare:auto"
+    monkeypatch.setenv(class_archive.ARCHIVE_OFF_ENV, "off")
+    assert class_archive.archive_option(jars, java_home) == ""
+    monkeypatch.setenv(class_archive.ARCHIVE_ENV, str(tmp_path / "new.jsa"))
+    assert class_archive.archive_option(jars, java_home) == f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}"
+
+
+def test_the_course_session_maps_the_archive_when_setup_built_it(spark):
+    from deltalab.jars import fetch_jars, session_jars
+
+    path = class_archive.archive_path(session_jars(fetch_jars("delta")), find_java().home)
+    options = spark.conf.get("spark.driver.extraJavaOptions")
+    if path.is_file():
+        assert f"-XX:SharedArchiveFile={path}" in options
+        # The JVM took the option (it would have refused to start on a malformed one).
+        bean = spark._jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+            spark._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+        assert bean.getVMOption("SharedArchiveFile").getValue() == str(path)
+    else:
+        assert "SharedArchiveFile" not in options
