@@ -526,8 +526,6 @@ def test_an_interrupted_blocked_writer_leaves_no_process_and_the_cell_runs_again
     assert process_tree(again) == []
 
 
-@pytest.mark.xfail(strict=True, reason="needs session.py to cancel an interrupted cell's Spark jobs (issue 20's report); "
-                                       "ipykernel raises KeyboardInterrupt in Python only, the job goes on in the JVM")
 def test_an_interrupted_spark_job_is_cancelled(lesson):
     """The Z-order and checkpoint benchmarks: a long Spark job interrupted must not go on in the JVM."""
     kernel = lesson

@@ -223,8 +223,35 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, jar_sets: t
             fix="Run `python -m deltalab doctor` and fix what it reports; check the settings you passed to get_spark().",
         ) from None
     spark.sparkContext.setLogLevel("ERROR")
+    _cancel_jobs_when_a_cell_is_interrupted(spark)
     _session = spark
     return spark
+
+
+def _cancel_jobs_when_a_cell_is_interrupted(spark) -> None:
+    """In a Jupyter kernel, cancel the session's Spark jobs when a cell ends by an interrupt.
+
+    The stop button makes Python raise ``KeyboardInterrupt``, but the job the cell started
+    goes on in the JVM: ipykernel replaces PySpark's own SIGINT handler (which would cancel
+    the jobs) while a cell runs. After a cell that ended by ``KeyboardInterrupt``, this cancels
+    every job, so the kernel is free for the next cell. Outside IPython it does nothing.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def after_cell(result) -> None:
+        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+            try:
+                spark.sparkContext.cancelAllJobs()
+            except Exception:  # noqa: BLE001 - a stopped session has nothing to cancel
+                pass
+
+    shell.events.register("post_run_cell", after_cell)
 
 
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
