@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from deltalab.errors import DeltaLabError
-from deltalab.skipping import file_stats, files_that_may_match, scan_metrics, skipping_effectiveness
+from deltalab.skipping import equality_lookups, file_stats, files_that_may_match, scan_metrics, skipping_effectiveness
 
 NUM_FILES = 6
 ROWS = 600
@@ -167,3 +167,28 @@ def test_bad_input_gets_one_clear_message(spark, tmp_path, sorted_table):
     joined = _read(spark, sorted_table).alias("a").join(_read(spark, sorted_table).alias("b"), "x")
     with pytest.raises(DeltaLabError, match="exactly one table"):
         scan_metrics(joined.filter("a.x = 4"))
+
+
+def test_equality_lookups_predicts_the_files_and_rows_spark_reads(spark, sorted_table):
+    stats = file_stats(sorted_table)
+    values = [0, 2, 401, 598, 1198, -5, 5000]
+    predicted = equality_lookups(stats, "x", values)
+    assert list(predicted["value"]) == values
+    for value, files_read, rows_read in zip(values, predicted["files_read"], predicted["rows_read"]):
+        measured = scan_metrics(_read(spark, sorted_table).filter(F.col("x") == value))
+        assert (files_read, rows_read) == (measured.files_read, measured.rows_read), value
+        assert files_read == len(files_that_may_match(stats, "x", value))
+    assert predicted["files_skipped"].between(0, 1).all() and predicted["rows_skipped"].between(0, 1).all()
+
+
+def test_equality_lookups_keeps_every_file_of_a_column_without_stats_and_refuses_empty_stats(spark, tmp_path):
+    import pandas as pd
+
+    path = tmp_path / "no_stats_for_b"
+    spark.sql(f"CREATE TABLE delta.`{path}` (a BIGINT, b BIGINT) USING delta TBLPROPERTIES ('delta.dataSkippingNumIndexedCols' = '1')")
+    spark.range(0, 40, 1, 1).select(F.col("id").alias("a"), F.col("id").alias("b")).repartitionByRange(
+        4, "a").write.format("delta").mode("append").save(str(path))
+    on_b = equality_lookups(file_stats(path), "b", [7, 1000])
+    assert list(on_b["files_read"]) == [4, 4] and list(on_b["rows_read"]) == [40, 40]
+    with pytest.raises(DeltaLabError, match="file_stats"):
+        equality_lookups(pd.DataFrame(), "b", [7])

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "Effectiveness",
     "ScanMetrics",
+    "equality_lookups",
     "file_stats",
     "files_that_may_match",
     "scan_metrics",
@@ -323,3 +324,41 @@ def files_that_may_match(stats: "pd.DataFrame", column: str, value: Any) -> list
     keep = unknown | ((stats[lo] <= value) & (stats[hi] >= value))
     return sorted(stats.loc[keep, "path"])
 
+
+
+def equality_lookups(stats: "pd.DataFrame", column: str, values: Iterable[Any]) -> "pd.DataFrame":
+    """Files and rows Delta's min/max rule keeps for ``column = value``, for many values at once.
+
+    The rule of :func:`files_that_may_match` (a file is kept when min <= value <= max, or when it
+    has no statistics for ``column``) applied to the output of :func:`file_stats` in NumPy,
+    without running a query: one row per value with ``value``, ``files_read``, ``rows_read``
+    (numRecords of the kept files), ``files_skipped`` and ``rows_skipped`` (fractions of the
+    table). A notebook computes many lookups this way and checks a sample of them against
+    :func:`scan_metrics`, the files Spark really opened.
+    """
+    import numpy as np
+    import pandas as pd
+
+    if stats.empty or "numRecords" not in stats.columns:
+        raise DeltaLabError(
+            "equality_lookups needs the statistics of a table that has files (the output of file_stats).",
+            fix="Pass file_stats(table_path) of a table that holds data.",
+        )
+    values = list(values)
+    rows = stats["numRecords"].to_numpy(dtype="int64")
+    low, high = f"min.{column}", f"max.{column}"
+    if low in stats.columns:
+        known = (stats[low].notna() & stats[high].notna()).to_numpy()
+        minimums = stats.loc[known, low].to_numpy()
+        maximums = stats.loc[known, high].to_numpy()
+    else:
+        known = np.zeros(len(stats), dtype=bool)
+        minimums = maximums = np.array([])
+    probe = np.array(values, dtype=object if minimums.dtype == object else None).reshape(-1, 1)
+    inside = (minimums <= probe) & (maximums >= probe)  # shape: (values, files with statistics)
+    files_read = inside.sum(axis=1) + int((~known).sum())
+    rows_read = inside.astype("int64") @ rows[known] + int(rows[~known].sum())
+    frame = pd.DataFrame({"value": values, "files_read": files_read.astype("int64"), "rows_read": rows_read.astype("int64")})
+    frame["files_skipped"] = 1.0 - frame["files_read"] / len(stats)
+    frame["rows_skipped"] = 1.0 - frame["rows_read"] / int(rows.sum())
+    return frame
