@@ -48,8 +48,10 @@ def _java_version(java_home: Path) -> str:
 def archive_path(class_path: list[Path], java_home: Path) -> Path:
     """Where the archive for this driver class path and Java lives: ``<cache>/jvm/classes-<hash>.jsa``.
 
-    The hash covers the Java release, PySpark's own jars and the added jars (names and sizes),
-    which is what decides whether the JVM can use an archive.
+    The hash covers the Java release, PySpark's own jars and the added jars (names, sizes and
+    modification times, which the JVM checks too): a reinstalled PySpark or re-fetched jar has
+    no archive until ``python -m deltalab fetch-jars`` builds a new one, rather than a stale one
+    the JVM would refuse.
     """
     import pyspark
 
@@ -57,10 +59,11 @@ def archive_path(class_path: list[Path], java_home: Path) -> Path:
     digest = hashlib.sha256(_java_version(java_home).encode())
     for jar in [*spark_jars, *class_path]:
         try:
-            size = jar.stat().st_size
+            stat = jar.stat()
+            identity = f"{stat.st_size}:{stat.st_mtime_ns}"
         except OSError:
-            size = -1
-        digest.update(f"{jar.name}:{size}\n".encode())
+            identity = "missing"
+        digest.update(f"{jar.name}:{identity}\n".encode())
     return cache_root() / "jvm" / f"classes-{digest.hexdigest()[:16]}.jsa"
 
 
