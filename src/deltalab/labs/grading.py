@@ -16,6 +16,7 @@ import csv
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -94,12 +95,26 @@ def _number(value: float | None) -> str:
 # One command: folder of submissions -> CSV
 # --------------------------------------------------------------------------------------------
 
-def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+def _nbgrader(course: Path, *args: str, work_root: Path | None = None) -> subprocess.CompletedProcess:
     # nbgrader runs `alembic` (its database migrations) by name: put this Python's bin/ first.
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if work_root is not None:
+        env["DELTALAB_WORKDIR"] = str(work_root)
     return subprocess.run(
         [sys.executable, "-m", "nbgrader", *args], cwd=course, text=True, capture_output=True, env=env
     )
+
+
+def _run_step(course: Path, args: tuple[str, ...], work_root: Path, lab: str) -> None:
+    """Run one nbgrader step and print what it said; only a failed generate_assignment stops grading."""
+    done = _nbgrader(course, *args, work_root=work_root)
+    print(f"$ nbgrader {' '.join(args)}  (exit {done.returncode})")
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if "There was an error processing" in line]
+        for line in errors or done.stderr.splitlines()[-5:]:
+            print("  " + line.strip())
+        if args[0] == "generate_assignment":
+            raise DeltaLabError(f"nbgrader could not prepare {lab}.", fix="Read the messages above.")
 
 
 def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) -> Path:
@@ -124,16 +139,16 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
         target = course / "submitted" / file.stem / lab
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(file, target / notebook)
-    for args in (("generate_assignment", lab, "--force"), ("autograde", lab, "--create", "--force")):
-        done = _nbgrader(course, *args)
-        print(f"$ nbgrader {' '.join(args)}  (exit {done.returncode})")
-        if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if "There was an error processing" in line]
-            for line in errors or done.stderr.splitlines()[-5:]:
-                print("  " + line.strip())
-            if args[0] == "generate_assignment":
-                raise DeltaLabError(f"nbgrader could not prepare {lab}.", fix="Read the messages above.")
+    # The submissions run in a work root of their own: the instructor's kernels (the lab open in
+    # JupyterLab) hold their work directories, and grading must neither wait for them nor empty them.
+    grading_root = Path(tempfile.mkdtemp(prefix="deltalab-grading-"))
+    try:
+        for args in (("generate_assignment", lab, "--force"), ("autograde", lab, "--create", "--force")):
+            _run_step(course, args, grading_root, lab)
+    finally:
+        shutil.rmtree(grading_root, ignore_errors=True)
     out = (out or course / "grades" / f"{lab}.csv").resolve()
+
     done = _nbgrader(course, "export", "--exporter=deltalab.labs.grading.PerCheckCsvExportPlugin",
                      f"--assignment={lab}", f"--to={out}")
     if done.returncode != 0:
