@@ -50,3 +50,16 @@ def test_the_course_session_maps_the_archive_when_setup_built_it(spark):
         assert bean.getVMOption("SharedArchiveFile").getValue() == str(path)
     else:
         assert "SharedArchiveFile" not in options
+
+
+def test_only_the_newest_archives_stay_in_the_cache(tmp_path):
+    import os
+
+    for age, name in enumerate(["newest", "newer", "older", "oldest"]):
+        archive = tmp_path / f"classes-{name}.jsa"
+        archive.write_bytes(b"")
+        os.utime(archive, (1_700_000_000 - age * 60, 1_700_000_000 - age * 60))
+    (tmp_path / "unrelated.txt").write_text("kept")
+    removed = class_archive.prune_archives(tmp_path, keep=3)
+    assert [p.name for p in removed] == ["classes-oldest.jsa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["classes-newer.jsa", "classes-newest.jsa", "classes-older.jsa", "unrelated.txt"]

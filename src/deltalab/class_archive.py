@@ -27,12 +27,15 @@ from pathlib import Path
 from deltalab.errors import DeltaLabError
 from deltalab.locations import cache_root
 
-__all__ = ["ARCHIVE_ENV", "ARCHIVE_OFF_ENV", "archive_option", "archive_path", "build_archive"]
+__all__ = ["ARCHIVE_ENV", "ARCHIVE_OFF_ENV", "archive_option", "archive_path", "build_archive", "prune_archives"]
 
 #: Set in the child process of :func:`build_archive`: where its JVM writes the archive at exit.
 ARCHIVE_ENV = "DELTALAB_WRITE_CLASS_ARCHIVE"
 #: ``DELTALAB_CLASS_ARCHIVE=off`` starts sessions without the archive (to compare, or to rule it out).
 ARCHIVE_OFF_ENV = "DELTALAB_CLASS_ARCHIVE"
+#: Archives kept in the cache: each virtual environment (a fresh clone, a re-created .venv) has
+#: its own (its jars' modification times differ), so the oldest are removed beyond this many.
+ARCHIVES_KEPT = 3
 #: How long building the archive may take (one Delta session and a dozen operations).
 BUILD_TIMEOUT_SECONDS = 900
 
@@ -144,4 +147,18 @@ def build_archive(class_path: list[Path], java_home: Path, timeout: int = BUILD_
                             fix="Run `python -m deltalab doctor`; the course works without the archive, "
                             "only its sessions start slower.")
     partial.replace(path)
+    prune_archives(path.parent)
     return path
+
+
+def prune_archives(directory: Path, keep: int = ARCHIVES_KEPT) -> list[Path]:
+    """Remove all but the ``keep`` newest ``classes-*.jsa`` of ``directory``; return the removed ones.
+
+    An environment whose archive was removed still works: its sessions start the ordinary way
+    until ``python -m deltalab fetch-jars`` builds it again.
+    """
+    archives = sorted(directory.glob("classes-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = archives[keep:]
+    for old in removed:
+        old.unlink(missing_ok=True)
+    return removed
