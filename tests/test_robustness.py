@@ -88,15 +88,20 @@ HOLDER = """
     sys.stdin.read()                                             # until the test closes stdin
 """
 
-SECOND = """
-    from deltalab import DeltaLabError, workdir
+def refused_or(call: str, success: str) -> str:
+    """A script that runs ``call``; on a DeltaLabError it prints the message and exits 3."""
+    return f"""
+    from deltalab import DeltaLabError, get_spark, workdir
     try:
-        workdir("08_zorder_benchmark")
+        {call}
     except DeltaLabError as error:
         print(error)
         raise SystemExit(3)
-    print("got it")
+    print({success!r})
 """
+
+
+SECOND = refused_or('workdir("08_zorder_benchmark")', "got it")
 
 
 def test_a_second_process_is_refused_by_name_and_nothing_is_emptied(tmp_path):
@@ -180,15 +185,7 @@ def test_the_lock_file_is_beside_the_work_directories_never_in_them(tmp_path, mo
 # A full disk, a work root that cannot be written: one message before Spark starts
 # --------------------------------------------------------------------------------------------
 
-START_SPARK = """
-    from deltalab import DeltaLabError, get_spark
-    try:
-        get_spark("robustness")
-    except DeltaLabError as error:
-        print(error)
-        raise SystemExit(3)
-    print("Spark started")
-"""
+START_SPARK = refused_or('get_spark("robustness")', "Spark started")
 
 
 def test_low_free_space_is_refused_before_spark_starts(tmp_path):

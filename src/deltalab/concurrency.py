@@ -197,21 +197,21 @@ class TransactionHold:
         """True once the held operation has returned or raised."""
         return self._done.is_set()
 
+    def _signal_and_wait(self, marker: Path, after: str, fix: str) -> BaseException | None:
+        """Create ``marker`` for the gate, wait for the held operation to end, return its exception."""
+        marker.touch()
+        if self._thread is not None and not self._done.wait(self.timeout_s):
+            raise DeltaLabError(f"The held operation did not end after its {after}.", fix=fix)
+        return self.error
+
     def release(self) -> BaseException | None:
         """Let the held operation continue, wait for it, and return its exception (or None)."""
-        self._release.touch()
-        if self._thread is not None and not self._done.wait(self.timeout_s):
-            raise DeltaLabError("The held operation did not finish after its release.",
-                                fix="Look at the Spark log for a stuck job.")
-        return self.error
+        return self._signal_and_wait(self._release, "release", "Look at the Spark log for a stuck job.")
 
     def cancel(self) -> BaseException | None:
         """Make the held operation fail at its gate (nothing committed), wait for it, return its exception."""
-        self._cancel.touch()
-        if self._thread is not None and not self._done.wait(self.timeout_s):
-            raise DeltaLabError("The held operation did not end after it was cancelled.",
-                                fix="Look at the Spark log for a stuck job, or restart the kernel.")
-        return self.error
+        return self._signal_and_wait(self._cancel, "cancellation",
+                                     "Look at the Spark log for a stuck job, or restart the kernel.")
 
     def __enter__(self) -> "TransactionHold":
         return self
