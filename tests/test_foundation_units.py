@@ -302,3 +302,21 @@ def test_the_s3_jar_set_matches_the_hadoop_inside_pyspark(tmp_path, monkeypatch)
     assert jar_cache.jar_dir("s3") == tmp_path / "jars" / "s3-hadoop-aws-3.5.0"
     with pytest.raises(DeltaLabError, match="no jar set called"):
         jar_cache.jar_set("gcs")
+
+
+def test_was_interrupted_follows_the_context_of_an_error() -> None:
+    from deltalab.session import was_interrupted
+
+    def raised_while_handling_an_interrupt() -> BaseException:
+        try:
+            try:
+                raise KeyboardInterrupt
+            finally:
+                raise ConnectionError("Answer from Java side is empty")
+        except ConnectionError as error:
+            return error
+
+    assert was_interrupted(KeyboardInterrupt())
+    assert was_interrupted(raised_while_handling_an_interrupt())
+    assert not was_interrupted(ValueError("no interrupt"))
+    assert not was_interrupted(None)

@@ -245,13 +245,38 @@ def _cancel_jobs_when_a_cell_is_interrupted(spark) -> None:
         return
 
     def after_cell(result) -> None:
-        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
-            try:
-                spark.sparkContext.cancelAllJobs()
-            except Exception:  # noqa: BLE001 - a stopped session has nothing to cancel
-                pass
+        error = getattr(result, "error_in_exec", None)
+        if not was_interrupted(error):
+            return
+        try:
+            spark.sparkContext.cancelAllJobs()
+        except Exception:  # noqa: BLE001 - a stopped session has nothing to cancel
+            return
+        if not isinstance(error, KeyboardInterrupt):
+            print(
+                f"Interrupted: the {type(error).__name__} above came from PySpark's link to the JVM, "
+                "cut while it waited for the job. deltalab cancelled the cell's Spark jobs; "
+                "the session still works, run the next cell.",
+                file=sys.stderr,
+            )
 
     shell.events.register("post_run_cell", after_cell)
+
+
+def was_interrupted(error: BaseException | None) -> bool:
+    """Whether ``error`` is a ``KeyboardInterrupt`` or was raised while one was being handled.
+
+    An interrupt that lands while PySpark waits for an answer from the JVM can end the cell
+    with a Py4J network error raised by PySpark's clean-up of the interrupted call instead;
+    the ``KeyboardInterrupt`` is then that error's context.
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__context__
+    return False
 
 
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
