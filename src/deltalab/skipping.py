@@ -26,6 +26,7 @@ from deltalab.log import delta_log_dir, replay_log
 from deltalab.session import active_spark
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
     import pandas as pd
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -35,6 +36,7 @@ __all__ = [
     "equality_lookups",
     "file_stats",
     "files_that_may_match",
+    "kept_by_min_max",
     "scan_metrics",
     "skipping_effectiveness",
 ]
@@ -317,26 +319,40 @@ def files_that_may_match(stats: "pd.DataFrame", column: str, value: Any) -> list
     This is the skipping rule for ``column = value`` applied by hand to :func:`file_stats`; tests
     and notebooks compare it with the files Spark really read.
     """
-    lo, hi = f"min.{column}", f"max.{column}"
-    if lo not in stats.columns:
-        return sorted(stats["path"])
-    unknown = stats[lo].isna() | stats[hi].isna()
-    keep = unknown | ((stats[lo] <= value) & (stats[hi] >= value))
-    return sorted(stats.loc[keep, "path"])
+    kept = kept_by_min_max(stats, column, [value])[0]
+    return sorted(stats.loc[kept, "path"])
 
+
+def kept_by_min_max(stats: "pd.DataFrame", column: str, values: Iterable[Any]) -> "np.ndarray":
+    """Delta's skipping rule for ``column = value``, for each value and each file of ``stats``.
+
+    A file is kept (must be read) when ``min <= value <= max`` in its statistics for ``column``,
+    or when it has no statistics for ``column``. Returns a boolean array of shape
+    (values, files), files in the order of ``stats``' rows.
+    """
+    import numpy as np
+
+    values = list(values)
+    low, high = f"min.{column}", f"max.{column}"
+    if low not in stats.columns:
+        return np.ones((len(values), len(stats)), dtype=bool)
+    known = (stats[low].notna() & stats[high].notna()).to_numpy()
+    minimums, maximums = stats[low].to_numpy(), stats[high].to_numpy()
+    probe = np.array(values, dtype=object if minimums.dtype == object else None).reshape(-1, 1)
+    inside = np.zeros((len(probe), len(stats)), dtype=bool)
+    inside[:, known] = (minimums[known] <= probe) & (maximums[known] >= probe)
+    return inside | ~known
 
 
 def equality_lookups(stats: "pd.DataFrame", column: str, values: Iterable[Any]) -> "pd.DataFrame":
     """Files and rows Delta's min/max rule keeps for ``column = value``, for many values at once.
 
-    The rule of :func:`files_that_may_match` (a file is kept when min <= value <= max, or when it
-    has no statistics for ``column``) applied to the output of :func:`file_stats` in NumPy,
-    without running a query: one row per value with ``value``, ``files_read``, ``rows_read``
+    The rule of :func:`kept_by_min_max` applied to the output of :func:`file_stats`, without
+    running a query: one row per value with ``value``, ``files_read``, ``rows_read``
     (numRecords of the kept files), ``files_skipped`` and ``rows_skipped`` (fractions of the
     table). A notebook computes many lookups this way and checks a sample of them against
     :func:`scan_metrics`, the files Spark really opened.
     """
-    import numpy as np
     import pandas as pd
 
     if stats.empty or "numRecords" not in stats.columns:
@@ -346,18 +362,9 @@ def equality_lookups(stats: "pd.DataFrame", column: str, values: Iterable[Any]) 
         )
     values = list(values)
     rows = stats["numRecords"].to_numpy(dtype="int64")
-    low, high = f"min.{column}", f"max.{column}"
-    if low in stats.columns:
-        known = (stats[low].notna() & stats[high].notna()).to_numpy()
-        minimums = stats.loc[known, low].to_numpy()
-        maximums = stats.loc[known, high].to_numpy()
-    else:
-        known = np.zeros(len(stats), dtype=bool)
-        minimums = maximums = np.array([])
-    probe = np.array(values, dtype=object if minimums.dtype == object else None).reshape(-1, 1)
-    inside = (minimums <= probe) & (maximums >= probe)  # shape: (values, files with statistics)
-    files_read = inside.sum(axis=1) + int((~known).sum())
-    rows_read = inside.astype("int64") @ rows[known] + int(rows[~known].sum())
+    kept = kept_by_min_max(stats, column, values)
+    files_read = kept.sum(axis=1)
+    rows_read = kept.astype("int64") @ rows
     frame = pd.DataFrame({"value": values, "files_read": files_read.astype("int64"), "rows_read": rows_read.astype("int64")})
     frame["files_skipped"] = 1.0 - frame["files_read"] / len(stats)
     frame["rows_skipped"] = 1.0 - frame["rows_read"] / int(rows.sum())
