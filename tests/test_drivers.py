@@ -58,6 +58,9 @@ def test_holds_pass_once_and_cancel(tmp_path) -> None:
     cancelled.cancel()
     with pytest.raises(RuntimeError, match="cancelled"):
         drivers.hold_here(cancelled.path)
+    hold.cancel()                                   # once cancelled, the calls that passed raise too
+    with pytest.raises(RuntimeError, match="^the held operation stopped here$"):
+        drivers.hold_gate(hold.path, cancelled_message="the held operation stopped here")()
 
 
 def test_a_missing_jar_is_refused_before_anything_starts(tmp_path) -> None:

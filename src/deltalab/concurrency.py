@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
 
-from deltalab.drivers import Hold, hold_gate
+from deltalab.drivers import Hold, hold_gate, hold_markers
 from deltalab.errors import DeltaLabError
 from deltalab.log import commit_info, latest_version
 
@@ -81,34 +81,6 @@ def conflict_name(error: BaseException | None) -> str:
 CANCELLED_MESSAGE = "the held operation was cancelled: the block holding it was left by an exception"
 
 
-def _make_gate_function(reached: str, release: str, cancel: str, timeout_s: float) -> Callable[[Any], bool]:
-    """The body of the gate UDF; a closure so cloudpickle ships it by value to the workers."""
-    cancelled = CANCELLED_MESSAGE
-
-    def gate(_value):  # no annotations: PySpark would try to read an eval type from them
-        import os as _os
-        import time as _time
-
-        try:
-            # O_EXCL: exactly one evaluation (one task) blocks; all others pass straight through,
-            # so a held operation occupies one task slot and the other operation can still run.
-            _os.close(_os.open(reached, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
-        except FileExistsError:
-            if _os.path.exists(cancel):
-                raise RuntimeError(cancelled)
-            return True
-        deadline = _time.monotonic() + timeout_s
-        while not _os.path.exists(release):
-            if _os.path.exists(cancel):
-                raise RuntimeError(cancelled)
-            if _time.monotonic() > deadline:
-                raise TimeoutError(f"gate was never released ({release})")
-            _time.sleep(0.01)
-        return True
-
-    return gate
-
-
 class TransactionHold:
     """Run one Delta operation in a thread and hold it between its read and its commit.
 
@@ -137,9 +109,7 @@ class TransactionHold:
         if self.signal_dir.exists():
             shutil.rmtree(self.signal_dir)
         self.signal_dir.mkdir(parents=True)
-        self._reached = self.signal_dir / "reached"
-        self._release = self.signal_dir / "release"
-        self._cancel = self.signal_dir / "cancel"
+        self._reached, self._release, self._cancel = (Path(p) for p in hold_markers(self.signal_dir / "gate"))
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: Any = None
@@ -149,8 +119,7 @@ class TransactionHold:
 
         # useArrow=False: an Arrow-evaluated gate in an UPDATE of a partitioned table never ran
         # (the job hung before calling it) in Delta 4.4 / Spark 4.2; the row-at-a-time UDF does.
-        self._udf = udf(_make_gate_function(str(self._reached), str(self._release), str(self._cancel), timeout_s),
-                        BooleanType(), useArrow=False)
+        self._udf = udf(hold_gate(self.signal_dir / "gate", timeout_s, CANCELLED_MESSAGE), BooleanType(), useArrow=False)
 
     def gate(self, column: str) -> Any:
         """A Column that is true for every row and blocks once, until released. ``column`` must be

@@ -96,18 +96,22 @@ def hold_markers(path: str | os.PathLike[str]) -> tuple[str, str, str]:
     return f"{path}.reached", f"{path}.release", f"{path}.cancel"
 
 
-def hold_gate(path: str | os.PathLike[str], timeout_s: float = WAIT_LIMIT_SECONDS) -> Callable[[Any], bool]:
+def hold_gate(path: str | os.PathLike[str], timeout_s: float = WAIT_LIMIT_SECONDS,
+              cancelled_message: str | None = None) -> Callable[[Any], bool]:
     """A function that stops at the hold ``path`` the first time it is called, and returns True.
 
     Only the first call waits (it creates ``<path>.reached`` atomically) until the kernel
     releases the hold; later calls pass straight through, so as the body of a filter UDF it stops
-    one row of one task. Cancelling the hold, or stopping the driver whose signal directory holds
-    it, makes the waiting call raise instead of going on. The function is a closure of plain
-    values, so Spark ships it by value to its Python workers.
+    one row of one task and the other operations can still run. Cancelling the hold, or stopping
+    the driver whose signal directory holds it, makes the waiting call, and every call after,
+    raise ``RuntimeError(cancelled_message)`` instead of going on, so nothing behind the gate
+    commits. The function is a closure of plain values, so Spark ships it by value to its Python
+    workers.
     """
     reached, release, cancel = hold_markers(path)
     stop = os.path.join(os.path.dirname(os.fspath(path)), _STOP)
     name, poll = os.path.basename(os.fspath(path)), POLL_SECONDS
+    cancelled = cancelled_message or f"the hold {name} was cancelled"
 
     def gate(_value=None):  # no annotations: PySpark would try to read an eval type from them
         import os as _os
@@ -116,11 +120,13 @@ def hold_gate(path: str | os.PathLike[str], timeout_s: float = WAIT_LIMIT_SECOND
         try:
             _os.close(_os.open(reached, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
         except FileExistsError:
+            if _os.path.exists(cancel) or _os.path.exists(stop):
+                raise RuntimeError(cancelled)
             return True
         deadline = _time.monotonic() + timeout_s
         while not _os.path.exists(release):
             if _os.path.exists(cancel) or _os.path.exists(stop):
-                raise RuntimeError(f"the hold {name} was cancelled")
+                raise RuntimeError(cancelled)
             if _time.monotonic() > deadline:
                 raise TimeoutError(f"the hold {name} was never released")
             _time.sleep(poll)
