@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
 
-from deltalab.drivers import Hold, hold_gate, hold_markers
+from deltalab.drivers import Hold, hold_gate
 from deltalab.errors import DeltaLabError
 from deltalab.log import commit_info, latest_version
 
@@ -109,7 +109,7 @@ class TransactionHold:
         if self.signal_dir.exists():
             shutil.rmtree(self.signal_dir)
         self.signal_dir.mkdir(parents=True)
-        self._reached, self._release, self._cancel = (Path(p) for p in hold_markers(self.signal_dir / "gate"))
+        self._gate_hold = Hold(self.signal_dir / "gate")   # the gate's markers: reached, release, cancel
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self.result: Any = None
@@ -119,7 +119,7 @@ class TransactionHold:
 
         # useArrow=False: an Arrow-evaluated gate in an UPDATE of a partitioned table never ran
         # (the job hung before calling it) in Delta 4.4 / Spark 4.2; the row-at-a-time UDF does.
-        self._udf = udf(hold_gate(self.signal_dir / "gate", timeout_s, CANCELLED_MESSAGE), BooleanType(), useArrow=False)
+        self._udf = udf(hold_gate(self._gate_hold.path, timeout_s, CANCELLED_MESSAGE), BooleanType(), useArrow=False)
 
     def gate(self, column: str) -> Any:
         """A Column that is true for every row and blocks once, until released. ``column`` must be
@@ -148,9 +148,9 @@ class TransactionHold:
     def wait_until_held(self) -> None:
         """Block until the operation is inside its transaction and stopped at the gate."""
         deadline = time.monotonic() + self.timeout_s
-        while not self._reached.exists():
+        while not self._gate_hold.reached:
             if self._done.wait(0.01):
-                if self._reached.exists():
+                if self._gate_hold.reached:
                     break
                 raise DeltaLabError(
                     f"The held operation finished without evaluating the gate ({type(self.error).__name__}: "
@@ -166,20 +166,20 @@ class TransactionHold:
         """True once the held operation has returned or raised."""
         return self._done.is_set()
 
-    def _signal_and_wait(self, marker: Path, after: str, fix: str) -> BaseException | None:
-        """Create ``marker`` for the gate, wait for the held operation to end, return its exception."""
-        marker.touch()
+    def _signal_and_wait(self, signal: Callable[[], None], after: str, fix: str) -> BaseException | None:
+        """Signal the gate (release or cancel), wait for the held operation to end, return its exception."""
+        signal()
         if self._thread is not None and not self._done.wait(self.timeout_s):
             raise DeltaLabError(f"The held operation did not end after its {after}.", fix=fix)
         return self.error
 
     def release(self) -> BaseException | None:
         """Let the held operation continue, wait for it, and return its exception (or None)."""
-        return self._signal_and_wait(self._release, "release", "Look at the Spark log for a stuck job.")
+        return self._signal_and_wait(self._gate_hold.release, "release", "Look at the Spark log for a stuck job.")
 
     def cancel(self) -> BaseException | None:
         """Make the held operation fail at its gate (nothing committed), wait for it, return its exception."""
-        return self._signal_and_wait(self._cancel, "cancellation",
+        return self._signal_and_wait(self._gate_hold.cancel, "cancellation",
                                      "Look at the Spark log for a stuck job, or restart the kernel.")
 
     def __enter__(self) -> "TransactionHold":
@@ -192,7 +192,7 @@ class TransactionHold:
         # An error or an interrupt: the held operation must neither commit behind the learner's
         # back nor keep its thread, so it is cancelled. The caller sees its own exception, not a
         # second one from here.
-        self._cancel.touch()
+        self._gate_hold.cancel()
         if self._thread is not None:
             self._done.wait(self.timeout_s)
 

@@ -270,11 +270,9 @@ def was_interrupted(error: BaseException | None) -> bool:
     with a Py4J network error raised by PySpark's clean-up of the interrupted call instead;
     the ``KeyboardInterrupt`` is then that error's context.
     """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
+    while error is not None:  # Python breaks cycles when it sets __context__
         if isinstance(error, KeyboardInterrupt):
             return True
-        seen.add(id(error))
         error = error.__context__
     return False
 
