@@ -20,6 +20,22 @@ def test_the_archive_name_follows_the_class_path_and_java(tmp_path, monkeypatch)
     assert first.parent == tmp_path / "cache" / "jvm" and first.suffix == ".jsa"
 
 
+def test_the_archive_name_counts_file_times_in_whole_seconds(tmp_path, monkeypatch):
+    """An image layer keeps whole seconds of a file's time; the JVM compares whole seconds too."""
+    import os
+
+    monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path / "cache"))
+    java_home = find_java().home
+    jar = tmp_path / "a.jar"
+    jar.write_bytes(b"1")
+    os.utime(jar, ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))   # as the build wrote it
+    built = class_archive.archive_path([jar], java_home)
+    os.utime(jar, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))   # as a container sees it
+    assert class_archive.archive_path([jar], java_home) == built, "the same jar in a container, the same archive"
+    os.utime(jar, ns=(1_700_000_001_000_000_000, 1_700_000_001_000_000_000))
+    assert class_archive.archive_path([jar], java_home) != built, "a jar written again, another archive"
+
+
 def test_the_option_uses_an_archive_only_when_it_exists_and_is_not_switched_off(tmp_path, monkeypatch):
     monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(class_archive.ARCHIVE_ENV, raising=False)

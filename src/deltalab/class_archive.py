@@ -54,7 +54,9 @@ def archive_path(class_path: list[Path], java_home: Path) -> Path:
     The hash covers the Java release, PySpark's own jars and the added jars (names, sizes and
     modification times, which the JVM checks too): a reinstalled PySpark or re-fetched jar has
     no archive until ``python -m deltalab fetch-jars`` builds a new one, rather than a stale one
-    the JVM would refuse.
+    the JVM would refuse. Times count in whole seconds, as the JVM compares them: an image layer
+    keeps only the seconds of a file's time, so a hash of nanoseconds taken while the image was
+    built never matched in its containers, and they started without the archive they carry.
     """
     import pyspark
 
@@ -63,7 +65,7 @@ def archive_path(class_path: list[Path], java_home: Path) -> Path:
     for jar in [*spark_jars, *class_path]:
         try:
             stat = jar.stat()
-            identity = f"{stat.st_size}:{stat.st_mtime_ns}"
+            identity = f"{stat.st_size}:{stat.st_mtime_ns // 1_000_000_000}"
         except OSError:
             identity = "missing"
         digest.update(f"{jar.name}:{identity}\n".encode())
