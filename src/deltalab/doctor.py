@@ -77,9 +77,8 @@ def _class_archive() -> Check:
     path = archive_path(session_jars(jars), find_java().home) if jars else None
     if path is not None and path.is_file():
         return Check("Class archive", True, f"{path} ({path.stat().st_size / 2**20:.0f} MiB): sessions start in seconds")
-    others = sorted(path.parent.glob("classes-*.jsa")) if path is not None else []
-    what = (f"none for these jars and this Java ({len(others)} for others in {path.parent})" if others
-            else "not built")
+    others = len(list(path.parent.glob("classes-*.jsa"))) if path is not None else 0
+    what = f"none for these jars and this Java ({others} for others in {path.parent})" if others else "not built"
     return Check("Class archive", True, f"{what}: sessions start without it, a few seconds slower each "
                  "(`python -m deltalab fetch-jars` builds it)")
 
