@@ -33,6 +33,31 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_TEMPORARY_ROOT, ignore_errors=True)
 
 
+# Test files that share work measured once per process: xdist must run them on one worker.
+SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py"}
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (``make test``), with the files of ``SAME_WORKER_AS`` in one scope.
+
+    loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
+    check tests share the concurrent pairs and the killed writer that tests/test_labs.py measures
+    once per process (80 s), so they join its scope: measured once per suite, not once per worker.
+    (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SAME_WORKER_AS.get(scope, scope)
+
+    return SharedScopes(config, log)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The Delta-enabled session of this pytest process (one per xdist worker)."""
@@ -69,3 +94,4 @@ class SecondsPerFile:
         terminalreporter.write_sep("-", "seconds per file (setup + call + teardown, summed over its tests)")
         for path, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{seconds:8.1f}  {path}")
+
