@@ -1,7 +1,10 @@
-"""The course on a Spark standalone cluster: notebooks 00 and 02 run unchanged against spark://.
+"""The course on a Spark standalone cluster: notebook 02 runs unchanged against spark://.
 
+Notebook 02 is the one with most to lose on a cluster: it starts a second application (the writer
+it kills), writes deletion vectors and replays the log against what the executors read. What
+notebook 00 adds (the jars a cluster session ships) is checked by the second script below.
 A master and one worker are started on 127.0.0.1 from the pip package's ``bin/spark-class``
-(the wheel has no start scripts), the notebooks run with papermill and
+(the wheel has no start scripts), the notebook runs with papermill and
 ``SPARK_MASTER=spark://127.0.0.1:<port>``, and the test asserts that executors launched by the
 worker ran the tasks: the master lists each notebook's application as finished with the worker
 having given it cores, and the executor logs in the worker's work directory record finished
@@ -26,7 +29,7 @@ import pytest
 from course_testing import require
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ["00_hello_delta", "02_the_transaction_log"]
+NOTEBOOKS = ["02_the_transaction_log"]
 START_TIMEOUT = 120
 NOTEBOOK_TIMEOUT = 900
 
@@ -134,13 +137,17 @@ def cluster(tmp_path):
 
 # Delta 4.4.0's REORG ... APPLY (PURGE) asks for the Spark session inside a task
 # (ReorgTableHelper.filterParquetFilesOnExecutors, SparkSession.active), which only works when the
-# tasks run in the driver's JVM. Notebook 02 uses OPTIMIZE instead and says why.
+# tasks run in the driver's JVM. Notebook 02 uses OPTIMIZE instead and says why. The same
+# application checks what notebook 00 asserts of its session: Delta's 4.4.0 jar among the added ones
+# (shipped as spark.jars on a cluster, where a local session puts them on the class path).
 REORG_ON_THE_CLUSTER = r"""
 import sys
 from deltalab import get_spark
 from deltalab.errors import failure_of
+from deltalab.session import added_jars
 
 spark = get_spark("reorg_on_the_cluster")
+print("Delta jars shipped:", [name for name in added_jars(spark) if name.startswith("io.delta_delta-spark")])
 path = sys.argv[1]
 spark.range(0, 20, 1, 2).write.format("delta").option("delta.enableDeletionVectors", "true").save(path)
 spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 3")
@@ -151,7 +158,7 @@ print("REORG:", "committed" if failure is None else failure.text.replace("\n", "
 
 def test_notebooks_run_on_a_standalone_cluster(cluster, tmp_path, capsys):
     names = [name for name in NOTEBOOKS if (REPO / "notebooks" / f"{name}.ipynb").exists()]
-    assert names and names[0] == "00_hello_delta", "notebook 00 must exist"
+    assert names == NOTEBOOKS, f"missing notebooks: {sorted(set(NOTEBOOKS) - set(names))}"
     env = dict(os.environ, SPARK_MASTER=cluster["url"])
     (tmp_path / "cluster").mkdir()
     seconds = _run_notebooks(names, tmp_path / "cluster", env)
@@ -176,6 +183,7 @@ def test_notebooks_run_on_a_standalone_cluster(cluster, tmp_path, capsys):
     reorg = subprocess.run([sys.executable, "-c", REORG_ON_THE_CLUSTER, str(tmp_path / "reorg")], capture_output=True,
                            text=True, env=env, timeout=NOTEBOOK_TIMEOUT)
     assert reorg.returncode == 0, reorg.stderr[-3000:]
+    assert "Delta jars shipped: ['io.delta_delta-spark_4.2_2.13-4.4.0.jar']" in reorg.stdout, reorg.stdout[-1000:]
     assert "No active or default Spark session found" in reorg.stdout, (
         "REORG ... APPLY (PURGE) no longer fails on a cluster: Delta fixed it. Notebook 02 section 5b can use REORG "
         f"again; update it and this test. Output: {reorg.stdout[-1000:]}"
