@@ -94,4 +94,3 @@ class SecondsPerFile:
         terminalreporter.write_sep("-", "seconds per file (setup + call + teardown, summed over its tests)")
         for path, seconds in sorted(self.seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{seconds:8.1f}  {path}")
-
