@@ -35,49 +35,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # Test files that share work measured once per process: xdist must run them on one worker.
 SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py"}
-# The longest single test (a cluster and two Spark applications): started first, not left for last.
-RUN_FIRST = ("tests/test_cluster.py",)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the files of ``RUN_FIRST`` first; the rest keep pytest's order."""
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in RUN_FIRST)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (``make test``), with two changes for this suite.
+    """``--dist loadscope`` (``make test``), with the files of ``SAME_WORKER_AS`` in one scope.
 
-    loadscope sends each test file (a notebook: all its cells, one kernel) to one worker.
-    - Lab 05's check tests share the concurrent pairs and the killed writer that tests/test_labs.py
-      measures once per process (80 s), so they join its scope (``SAME_WORKER_AS``): measured once
-      per suite, not once per worker. (xdist's own ``loadgroup`` cannot do this: it renames test ids
-      in a way pytest 9 ignores.)
-    - The first worker takes notebooks while there are any, the others take test files: the suite
-      is CPU-bound, and xdist's default order (most tests per file first) ran the notebooks side
-      by side, where each took 1.3 to 1.5 times its time alone (notebook 05: 91 s alone, 118-131 s).
-      A worker whose kind has run out takes whatever is left.
+    loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
+    check tests share the concurrent pairs and the killed writer that tests/test_labs.py measures
+    once per process (80 s), so they join its scope: measured once per suite, not once per worker.
+    (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
     """
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    config.option.loadscopereorder = False   # keep pytest's order (RUN_FIRST first), not "most tests first"
-
-    class CourseScopes(LoadScopeScheduling):
+    class SharedScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return SAME_WORKER_AS.get(scope, scope)
 
-        def _assign_work_unit(self, node) -> None:
-            wants_notebooks = self.nodes.index(node) == 0
-            for scope in self.workqueue:
-                if scope.startswith("notebooks/") == wants_notebooks:
-                    self.workqueue.move_to_end(scope, last=False)   # the next one xdist hands out
-                    break
-            super()._assign_work_unit(node)
-
-    return CourseScopes(config, log)
+    return SharedScopes(config, log)
 
 
 @pytest.fixture(scope="session")
