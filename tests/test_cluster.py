@@ -157,8 +157,7 @@ print("REORG:", "committed" if failure is None else failure.text.replace("\n", "
 
 
 def test_notebooks_run_on_a_standalone_cluster(cluster, tmp_path, capsys):
-    names = [name for name in NOTEBOOKS if (REPO / "notebooks" / f"{name}.ipynb").exists()]
-    assert names == NOTEBOOKS, f"missing notebooks: {sorted(set(NOTEBOOKS) - set(names))}"
+    names = NOTEBOOKS
     env = dict(os.environ, SPARK_MASTER=cluster["url"])
     (tmp_path / "cluster").mkdir()
     seconds = _run_notebooks(names, tmp_path / "cluster", env)
