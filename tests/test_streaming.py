@@ -1,0 +1,60 @@
+"""deltalab.streaming on a real stream: landing files, availableNow runs, the streaming checkpoint, txn actions.
+
+The query killed after its Delta commit (commit_then_hold, kill_after_delta_commit) needs a second
+driver; notebook 09 runs it under nbval and asserts what it leaves.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deltalab import workdir
+from deltalab import streaming as st
+from deltalab.errors import DeltaLabError
+
+SCHEMA = "id LONG, batch INT"
+
+
+@pytest.fixture()
+def wd():
+    return workdir("test_streaming")
+
+
+def test_drop_landing_file_writes_whole_json_lines_and_leaves_no_temporary_file(wd):
+    path = st.drop_landing_file(wd / "landing", "batch-000.json", [{"id": 1, "batch": 0}, {"id": 2, "batch": 0}])
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"id": 1, "batch": 0}, {"id": 2, "batch": 0}]
+    assert sorted(p.name for p in (wd / "landing").iterdir()) == ["batch-000.json"]
+
+
+def test_drop_landing_file_refuses_a_name_spark_would_skip(wd):
+    with pytest.raises(DeltaLabError, match="never reads it"):
+        st.drop_landing_file(wd / "landing", "_batch.json", [{"id": 1}])
+
+
+def test_query_id_says_when_a_folder_is_no_streaming_checkpoint(wd):
+    with pytest.raises(DeltaLabError, match="no metadata file"):
+        st.query_id(wd)
+
+
+def test_a_stream_into_delta_one_commit_and_one_txn_per_batch(spark, wd):
+    landing, table, checkpoint = wd / "landing", wd / "table", wd / "_checkpoint"
+    for number in range(2):
+        st.drop_landing_file(landing, f"batch-{number:03d}.json", [{"id": 10 * number + i, "batch": number} for i in range(3)])
+    writer = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(landing))
+              .writeStream.format("delta").option("checkpointLocation", str(checkpoint)))
+    query = st.run_available(writer, table)
+
+    assert st.batch_rows(query) == [(0, 3), (1, 3)]
+    assert st.query_id(checkpoint) == query.id
+    assert st.checkpoint_batches(checkpoint) == {"offsets": [0, 1], "commits": [0, 1]}
+    assert st.batch_offsets(checkpoint, 1) == [{"logOffset": 1}]
+    assert st.txn_actions(table) == [{"table version": 0, "appId": query.id, "txn version": 0},
+                                     {"table version": 1, "appId": query.id, "txn version": 1}]
+    with pytest.raises(DeltaLabError, match=r"has no batch 5 \(planned: \[0, 1\]\)"):
+        st.batch_offsets(checkpoint, 5)
+
+
+def test_checkpoint_batches_of_a_query_that_never_ran_is_empty(wd):
+    assert st.checkpoint_batches(wd / "nothing") == {"offsets": [], "commits": []}
