@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from deltalab import workdir
+from deltalab import replay_log, workdir
 from deltalab import streaming as st
 from deltalab.errors import DeltaLabError
+from deltalab.log import delta_app_versions
 
 SCHEMA = "id LONG, batch INT"
 
@@ -52,9 +53,18 @@ def test_a_stream_into_delta_one_commit_and_one_txn_per_batch(spark, wd):
     assert st.batch_offsets(checkpoint, 1) == [{"logOffset": 1}]
     assert st.txn_actions(table) == [{"table version": 0, "appId": query.id, "txn version": 0},
                                      {"table version": 1, "appId": query.id, "txn version": 1}]
+    assert delta_app_versions(spark, table) == replay_log(table).app_versions == {query.id: 1}
+    assert delta_app_versions(spark, table, version=0) == {query.id: 0}
     with pytest.raises(DeltaLabError, match=r"has no batch 5 \(planned: \[0, 1\]\)"):
         st.batch_offsets(checkpoint, 5)
 
 
 def test_checkpoint_batches_of_a_query_that_never_ran_is_empty(wd):
     assert st.checkpoint_batches(wd / "nothing") == {"offsets": [], "commits": []}
+
+
+def test_files_landed_in_a_row_have_increasing_modification_times(wd):
+    """A file source reads new files in order of modification time (milliseconds): landing order must be kept."""
+    paths = [st.drop_landing_file(wd / "landing", f"batch-{n:03d}.json", [{"id": n}]) for n in range(5)]
+    millis = [p.stat().st_mtime_ns // 1_000_000 for p in paths]
+    assert millis == sorted(set(millis)), millis

@@ -54,7 +54,10 @@ def drop_landing_file(landing: str | os.PathLike[str], name: str, rows: Sequence
 
     A file source lists the folder when a batch is planned; written in place, a half-written
     file could be read. Spark skips names that start with ``.`` or ``_``, so it never sees the
-    temporary one. Returns the file's path.
+    temporary one. A file source also takes new files in order of modification time, in
+    milliseconds, and two files landed within one millisecond could be read in either order; so
+    the file gets a time later than every file already in the folder, and files are read in the
+    order they landed. Returns the file's path.
     """
     if name.startswith((".", "_")):
         raise DeltaLabError(f"The landing file name {name!r} starts with '.' or '_': Spark's file source never reads it.",
@@ -64,6 +67,12 @@ def drop_landing_file(landing: str | os.PathLike[str], name: str, rows: Sequence
     target = folder / name
     temporary = folder / f".{name}.tmp"
     temporary.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    landed_ms = [p.stat().st_mtime_ns // 1_000_000 for p in folder.iterdir()
+                 if p.is_file() and not p.name.startswith((".", "_")) and p.name != name]
+    own_ms = temporary.stat().st_mtime_ns // 1_000_000
+    if landed_ms and own_ms <= max(landed_ms):
+        later = (max(landed_ms) + 1) * 1_000_000
+        os.utime(temporary, ns=(later, later))
     os.replace(temporary, target)
     return target
 
