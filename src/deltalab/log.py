@@ -50,6 +50,7 @@ __all__ = [
     "checkpoint_versions",
     "commit_info",
     "commit_versions",
+    "delta_app_versions",
     "delta_log_segment",
     "dv_id",
     "latest_version",
@@ -612,3 +613,23 @@ def delta_log_segment(spark: Any, table_path: str | os.PathLike[str], version: i
         commit_versions=[int(name[:20]) for name in commit_files],
         commit_files=commit_files,
     )
+
+
+def delta_app_versions(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> dict[str, int]:
+    """Ask Delta (in the JVM) for the last ``txn`` version of each appId at ``version`` (default latest).
+
+    This is Delta's ``Snapshot.transactions``, what its streaming sink and idempotent writes
+    consult before they write: the answer :func:`replay_log`'s ``app_versions`` and the labs
+    are compared with.
+    """
+    from deltalab.session import jvm_delta_log
+
+    target = latest_version(table_path) if version is None else version
+    log = jvm_delta_log(spark, local_path(str(table_path)))
+    none = getattr(log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
+    entries = log.getSnapshotAt(target, none, none, False).transactions().iterator()
+    versions = {}
+    while entries.hasNext():
+        entry = entries.next()
+        versions[str(entry._1())] = int(entry._2())
+    return versions
