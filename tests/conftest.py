@@ -34,7 +34,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 # Test files that share work measured once per process: xdist must run them on one worker.
-SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py"}
+SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py", "tests/test_lab09_checks.py": "tests/test_labs.py"}
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
@@ -43,7 +43,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
     check tests share the concurrent pairs and the killed writer that tests/test_labs.py measures
-    once per process (80 s), so they join its scope: measured once per suite, not once per worker.
+    once per process (80 s), lab 09's the table two streaming queries wrote (13 s), so they join its
+    scope: built once per suite, not once per worker.
     (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
     """
     if config.getvalue("dist") != "loadscope":

@@ -79,3 +79,20 @@ def generate_student_versions(course: Path, labs: list[str] | None = None) -> di
         GenerateAssignment(coursedir=coursedir, config=config).start()
         made[lab] = course / "release" / lab / f"{lab}.ipynb"
     return made
+
+
+def check_failure(check, answer) -> str:
+    """The message of the ``CheckFailed`` that ``check(answer)`` raises, checked for the lab format:
+    a first line starting with ✗, a "Where to look:" line, at most three lines, no stack trace."""
+    import pytest
+
+    from deltalab.labs.harness import CheckFailed
+
+    with pytest.raises(CheckFailed) as caught:
+        check(answer)
+    message = str(caught.value)
+    assert message.startswith("✗ ") and "Where to look:" in message, message
+    assert len(message.splitlines()) <= 3, message
+    for leak in ("Traceback", "py4j", "at org.apache", "AssertionError"):
+        assert leak not in message, message
+    return message

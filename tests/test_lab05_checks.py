@@ -10,22 +10,9 @@ import json
 from pathlib import Path
 
 import delta.exceptions as dx
-import pytest
 
 from deltalab.labs import lab05_concurrency as cx
-from deltalab.labs.harness import CheckFailed
-
-
-def failure(check, answer) -> str:
-    """The message of the CheckFailed that ``check(answer)`` raises, checked for the lab format."""
-    with pytest.raises(CheckFailed) as caught:
-        check(answer)
-    message = str(caught.value)
-    assert message.startswith("✗ ") and "Where to look:" in message, message
-    assert len(message.splitlines()) <= 3, message
-    for leak in ("Traceback", "py4j", "at org.apache", "AssertionError"):
-        assert leak not in message, message
-    return message
+from lab_testing import check_failure as failure
 
 
 # -- exercise 1 --------------------------------------------------------------------------------
