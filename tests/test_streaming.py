@@ -29,6 +29,14 @@ def test_drop_landing_file_writes_whole_json_lines_and_leaves_no_temporary_file(
     assert sorted(p.name for p in (wd / "landing").iterdir()) == ["batch-000.json"]
 
 
+def test_drop_landing_lines_writes_text_lines_in_landing_order(wd):
+    first = st.drop_landing_lines(wd / "logs", "2020-03-02-00-16-21-A", ["one request", "another request"])
+    second = st.drop_landing_lines(wd / "logs", "2020-03-02-00-16-21-B", ["a third"])
+    assert first.read_text() == "one request\nanother request\n" and second.read_text() == "a third\n"
+    assert first.stat().st_mtime_ns // 1_000_000 < second.stat().st_mtime_ns // 1_000_000, "landed later, read later"
+    assert sorted(p.name for p in (wd / "logs").iterdir()) == ["2020-03-02-00-16-21-A", "2020-03-02-00-16-21-B"]
+
+
 def test_drop_landing_file_refuses_a_name_spark_would_skip(wd):
     with pytest.raises(DeltaLabError, match="never reads it"):
         st.drop_landing_file(wd / "landing", "_batch.json", [{"id": 1}])

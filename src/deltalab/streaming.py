@@ -39,6 +39,7 @@ __all__ = [
     "checkpoint_batches",
     "commit_then_hold",
     "drop_landing_file",
+    "drop_landing_lines",
     "kill_after_delta_commit",
     "query_id",
     "run_available",
@@ -50,7 +51,12 @@ WAIT_LIMIT_SECONDS = 600.0
 
 
 def drop_landing_file(landing: str | os.PathLike[str], name: str, rows: Sequence[dict[str, Any]]) -> Path:
-    """Write ``rows`` as JSON lines to ``landing/name``, whole: a hidden temporary file, then a rename.
+    """Write ``rows`` as JSON lines to ``landing/name``, whole (:func:`drop_landing_lines`). Returns the file's path."""
+    return drop_landing_lines(landing, name, [json.dumps(row) for row in rows])
+
+
+def drop_landing_lines(landing: str | os.PathLike[str], name: str, lines: Sequence[str]) -> Path:
+    """Write ``lines`` (text, one record a line) to ``landing/name``, whole: a hidden temporary file, then a rename.
 
     A file source lists the folder when a batch is planned; written in place, a half-written
     file could be read. Spark skips names that start with ``.`` or ``_``, so it never sees the
@@ -66,7 +72,7 @@ def drop_landing_file(landing: str | os.PathLike[str], name: str, rows: Sequence
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / name
     temporary = folder / f".{name}.tmp"
-    temporary.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    temporary.write_text("".join(line + "\n" for line in lines))
     landed_ms = [p.stat().st_mtime_ns // 1_000_000 for p in folder.iterdir()
                  if p.is_file() and not p.name.startswith((".", "_")) and p.name != name]
     own_ms = temporary.stat().st_mtime_ns // 1_000_000
