@@ -39,13 +39,14 @@ def test_a_missing_dataset_names_where_it_looked(monkeypatch, tmp_path):
     assert str(tmp_path) in str(caught.value) and "DELTALAB_DATA_DIR" in str(caught.value)
 
 
-def test_loans_by_state_is_what_its_script_writes(tmp_path):
-    """The committed CSV is exactly the script's output for its default seed (data/README.md)."""
-    out = tmp_path / "loans.csv"
-    subprocess.run([sys.executable, str(REPO / "data" / "make_loans.py"), "--output", str(out)], check=True,
-                   capture_output=True)
-    assert out.read_bytes() == (REPO / "data" / "loans_by_state.csv").read_bytes(), (
-        "data/loans_by_state.csv is out of date: run `python data/make_loans.py` and commit the result"
+@pytest.mark.parametrize("script, dataset", [("make_loans.py", "loans_by_state.csv"),
+                                             ("make_s3_access_logs.py", "s3_access_logs.log")])
+def test_a_dataset_is_what_its_script_writes(tmp_path, script, dataset):
+    """The committed file is exactly the script's output for its default seed (data/README.md)."""
+    out = tmp_path / dataset
+    subprocess.run([sys.executable, str(REPO / "data" / script), "--output", str(out)], check=True, capture_output=True)
+    assert out.read_bytes() == (REPO / "data" / dataset).read_bytes(), (
+        f"data/{dataset} is out of date: run `python data/{script}` and commit the result"
     )
 
 
@@ -56,3 +57,15 @@ def test_loans_by_state_has_one_row_per_state():
     assert [r["addr_state"] for r in rows] == list(script["STATES"]) and len(rows) == 51
     assert all(50 <= int(r["count"]) <= 50_000 for r in rows)
     assert script["loans_by_state"](7) != script["loans_by_state"](2019), "the seed matters"
+
+
+def test_s3_access_log_lines_have_the_formats_fields_in_order_of_time():
+    """26 fields per line (the quoted request, referrer and user agent counted as one each), times ascending."""
+    import re
+    from datetime import datetime
+
+    lines = (REPO / "data" / "s3_access_logs.log").read_text().splitlines()
+    field = re.compile(r'"[^"]*"|\[[^\]]*\]|\S+')
+    assert len(lines) == 300 and all(len(field.findall(line)) == 26 for line in lines)
+    times = [datetime.strptime(field.findall(line)[2][1:-1], "%d/%b/%Y:%H:%M:%S %z") for line in lines]
+    assert times == sorted(times) and len({t.date() for t in times}) == 3
