@@ -5,7 +5,8 @@ separated by spaces, the time in brackets and the request, referrer and user age
 (the format of AWS's "Amazon S3 server access log format" page). The 2020 article on the Delta
 transaction log describes a pipeline that parses such objects into a date-partitioned Delta
 table. This script makes lines of that format from a seeded random generator: made-up buckets,
-keys, addresses (documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and ids,
+keys, addresses (documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and ids (host ids
+base64, as S3 writes them),
 sorted by time over three days. The same seed always gives the same file byte for byte (a test
 checks that the committed file is what this script writes).
 
@@ -16,6 +17,7 @@ checks that the committed file is what this script writes).
 from __future__ import annotations
 
 import argparse
+import base64
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -62,15 +64,20 @@ def access_log_line(rng: random.Random, when: datetime, owner: str) -> str:
     uri = f"/{bucket}/{key}" if target == "object" else f"/{bucket}?list-type=2&prefix={when:%Y/%m/}"
     status, error = _status(rng, method)
     size = rng.randrange(200, 2_000_000)
-    sent = str(size) if method == "GET" and status == "200" else ("-" if error == "-" else str(rng.randrange(200, 400)))
-    object_size = str(size) if target == "object" and status != "404" else "-"
+    if method == "GET" and status == "200":
+        sent = str(size)                                   # the object or the listing
+    elif error != "-" and method != "HEAD":
+        sent = str(rng.randrange(200, 400))                # an XML error document; a HEAD answer has no body
+    else:
+        sent = "-"
+    object_size = str(size) if target == "object" and status.startswith("2") else "-"
     total_ms = rng.randrange(3, 900)
     fields = [
         owner, bucket, f"[{when:%d/%b/%Y:%H:%M:%S} +0000]", f"{rng.choice(NETWORKS)}.{rng.randrange(1, 255)}",
         f"arn:aws:iam::123456789012:user/pipeline-{rng.randrange(1, 4)}", _hex(rng, 16).upper(), operation, key,
         f'"{method} {uri} HTTP/1.1"', status, error, sent, object_size, str(total_ms),
         str(max(1, total_ms - rng.randrange(0, 3))) if status.startswith("2") else "-", '"-"',
-        f'"{rng.choice(USER_AGENTS)}"', "-", f"{_hex(rng, 40)}=", "SigV4", "ECDHE-RSA-AES128-GCM-SHA256",
+        f'"{rng.choice(USER_AGENTS)}"', "-", base64.b64encode(rng.randbytes(57)).decode(), "SigV4", "ECDHE-RSA-AES128-GCM-SHA256",
         "AuthHeader", f"{bucket}.s3.us-east-1.amazonaws.com", "TLSv1.2", "-", "-",
     ]
     return " ".join(fields)
