@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from deltalab import replay_log, workdir
+from deltalab import latest_version, replay_log, workdir
 from deltalab import streaming as st
 from deltalab.errors import DeltaLabError
 from deltalab.log import delta_app_versions
@@ -76,3 +76,28 @@ def test_files_landed_in_a_row_have_increasing_modification_times(wd):
     paths = [st.drop_landing_file(wd / "landing", f"batch-{n:03d}.json", [{"id": n}]) for n in range(5)]
     millis = [p.stat().st_mtime_ns // 1_000_000 for p in paths]
     assert millis == sorted(set(millis)), millis
+
+
+def test_idempotent_writes_label_a_merge_and_skip_it_the_second_time(spark, wd):
+    from delta.tables import DeltaTable
+
+    table = wd / "merged"
+    spark.createDataFrame([(1, 0)], SCHEMA).write.format("delta").save(str(table))
+    source = spark.createDataFrame([(1, 5), (2, 5)], SCHEMA)
+
+    def merge_batch_7():
+        with st.idempotent_writes(spark, "upsert", 7):
+            (DeltaTable.forPath(spark, str(table)).alias("t").merge(source.alias("s"), "t.id = s.id")
+             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    merge_batch_7()
+    merge_batch_7()
+    assert latest_version(table) == 1 and replay_log(table).app_versions == {"upsert": 7}, "the second MERGE was skipped"
+    assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None, "the settings are unset afterwards"
+
+
+@pytest.mark.parametrize("app_id, version, says", [("", 0, "is not a name"), ("upsert", -1, "is not a batch id"),
+                                                  ("upsert", True, "is not a batch id")])
+def test_idempotent_writes_refuse_what_is_no_label(spark, app_id, version, says):
+    with pytest.raises(DeltaLabError, match=says):
+        st.idempotent_writes(spark, app_id, version)

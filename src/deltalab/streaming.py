@@ -25,12 +25,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 from deltalab.drivers import Driver, hold_gate, hold_here, hold_markers
 from deltalab.errors import DeltaLabError
 from deltalab.log import commit_versions, latest_version, read_log
 from deltalab.processes import end_process, wait_until
+from deltalab.session import temporary_conf
 
 __all__ = [
     "CrashReport",
@@ -40,6 +41,7 @@ __all__ = [
     "commit_then_hold",
     "drop_landing_file",
     "drop_landing_lines",
+    "idempotent_writes",
     "kill_after_delta_commit",
     "query_id",
     "run_available",
@@ -102,6 +104,24 @@ def run_available(writer: Any, path: str | os.PathLike[str] | None = None, timeo
 def batch_rows(query: Any) -> list[tuple[int, int]]:
     """(batch id, input rows) of each micro-batch the query ran, in order."""
     return [(progress["batchId"], progress["numInputRows"]) for progress in query.recentProgress]
+
+
+def idempotent_writes(spark: Any, app_id: str, version: int) -> ContextManager[None]:
+    """A ``with`` block whose Delta writes carry the ``txn`` label (``app_id``, ``version``).
+
+    MERGE, UPDATE and DELETE take no ``txnAppId``/``txnVersion`` writer options; they read the
+    session settings ``spark.databricks.delta.write.txnAppId`` and ``...txnVersion`` instead.
+    Delta skips a labelled write whose version is not above the one the table holds for that
+    appId, so a ``foreachBatch`` function that runs its MERGE in this block with the batch id is
+    harmless when a batch runs again. Both settings are unset when the block ends, so later writes
+    of the session are not labelled with this batch.
+    """
+    if not isinstance(app_id, str) or not app_id:
+        raise DeltaLabError(f"app_id {app_id!r} is not a name.", fix="Pass a stable, non-empty name, e.g. \"silver\".")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise DeltaLabError(f"version {version!r} is not a batch id.", fix="Pass the foreachBatch batch id (an int >= 0).")
+    return temporary_conf(spark, {"spark.databricks.delta.write.txnAppId": app_id,
+                                  "spark.databricks.delta.write.txnVersion": str(version)})
 
 
 # --------------------------------------------------------------------------------------------
