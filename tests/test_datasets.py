@@ -69,3 +69,25 @@ def test_s3_access_log_lines_have_the_formats_fields_in_order_of_time():
     assert len(lines) == 300 and all(len(field.findall(line)) == 26 for line in lines)
     times = [datetime.strptime(field.findall(line)[2][1:-1], "%d/%b/%Y:%H:%M:%S %z") for line in lines]
     assert times == sorted(times) and len({t.date() for t in times}) == 3
+
+
+def test_customer_changes_are_what_their_script_writes(tmp_path):
+    """The three committed batches are exactly the script's output for its default seed (data/README.md)."""
+    subprocess.run([sys.executable, str(REPO / "data" / "make_customer_changes.py"), "--output", str(tmp_path)], check=True,
+                   capture_output=True)
+    for batch in range(3):
+        name = f"customer_changes_{batch}.jsonl"
+        assert (tmp_path / name).read_bytes() == (REPO / "data" / name).read_bytes(), (
+            f"data/{name} is out of date: run `python data/make_customer_changes.py` and commit the result"
+        )
+
+
+def test_customer_changes_hold_the_problems_notebook_10_handles():
+    import json
+
+    batches = [(REPO / "data" / f"customer_changes_{n}.jsonl").read_text().splitlines() for n in range(3)]
+    assert [len(lines) for lines in batches] == [14, 11, 7]
+    assert len(set(batches[0])) == len(batches[0]) - 1, "batch 0 sends one line twice"
+    assert batches[1][0] in batches[2], "batch 2 sends a line of batch 1 again"
+    late, applied = json.loads(batches[2][0]), [json.loads(line) for line in batches[1] if json.loads(line)["customer_id"] == 3]
+    assert late["customer_id"] == 3 and all(late["updated_at"] < change["updated_at"] for change in applied), "a late update"
