@@ -1,4 +1,8 @@
-"""The lab 10 checks (deltalab.labs.lab10_pipeline): the classic mistakes get their specific message."""
+"""The lab 10 checks (deltalab.labs.lab10_pipeline): the classic mistakes get their specific message.
+
+The three mistakes issue 16 names (duplicate keys in the source, update_preimage counted as data, a
+change-feed range read twice). The late change and the inserted delete have messages too; each check run
+costs a few MERGEs, so the suite keeps to these three."""
 
 from __future__ import annotations
 
@@ -14,35 +18,23 @@ from lab_testing import check_failure as failure
 COLUMNS = {c: f"s.{c}" for c in ("customer_id", "name", "email", "updated_at")}
 
 
-def _upsert(spark, late_guard=True, insert_deletes=False, dedupe=True):
+def _upsert(spark, dedupe=True):
     """A silver upsert with one of the classic mistakes switched on."""
     def upsert(changes, target):
         newest_first = Window.partitionBy("customer_id").orderBy(F.col("updated_at").desc())
         latest = changes.withColumn("rank", F.row_number().over(newest_first))
         latest = latest.filter("rank = 1").drop("rank") if dedupe else changes
-        later = " AND s.updated_at > t.updated_at" if late_guard else ""
+        later = " AND s.updated_at > t.updated_at"
         merge = (DeltaTable.forPath(spark, target).alias("t").merge(latest.alias("s"), "t.customer_id = s.customer_id")
                  .whenMatchedDelete(condition="s.op = 'delete'" + later)
                  .whenMatchedUpdate(condition="s.op <> 'delete'" + later, set=COLUMNS))
-        merge = merge.whenNotMatchedInsert(values=COLUMNS) if insert_deletes else \
-            merge.whenNotMatchedInsert(condition="s.op <> 'delete'", values=COLUMNS)
-        merge.execute()
+        merge.whenNotMatchedInsert(condition="s.op <> 'delete'", values=COLUMNS).execute()
     return upsert
 
 
 def test_lab10_an_upsert_without_deduplication_is_told_to_keep_one_change_per_customer(spark):
     message = failure(lab.check_upsert_changes, _upsert(spark, dedupe=False))
     assert "2 rows for customer 1" in message and "one change per customer_id" in message, message
-
-
-def test_lab10_a_late_change_that_wins_is_named(spark):
-    message = failure(lab.check_upsert_changes, _upsert(spark, late_guard=False))
-    assert "customer 3" in message and "late change" in message and "s.updated_at > t.updated_at" in message, message
-
-
-def test_lab10_a_delete_inserted_as_a_customer_is_named(spark):
-    message = failure(lab.check_upsert_changes, _upsert(spark, insert_deletes=True))
-    assert "with no email" in message and "s.op <> 'delete'" in message, message
 
 
 def _update_gold(spark, preimage_sign=-1, start_after_done=True):
