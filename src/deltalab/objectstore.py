@@ -1,0 +1,355 @@
+"""An S3- and DynamoDB-compatible server on loopback, for the lessons on object stores (notebook 11).
+
+Delta's commit protocol rests on *put-if-absent*: creating ``_delta_log/N.json`` only if no other
+writer created it first. Whether a store offers it, and how Delta gets it where the store does
+not, is best seen on the wire. :func:`start_object_store` starts `moto <https://docs.getmoto.org>`_
+(a Python emulation of the S3 and DynamoDB APIs) as a helper process on a free port of 127.0.0.1,
+waits until it answers, and returns an :class:`ObjectStore`: its endpoint, the Spark settings that
+point S3A at it, boto3 clients, and two tools of the lessons:
+
+* a **request log**: every request the server answered (method, key, query, the ``If-None-Match``
+  header, status, the DynamoDB operation), read with :meth:`ObjectStore.requests`;
+* **held requests**: :meth:`ObjectStore.hold_requests` makes the server stop requests that match
+  (say, the ``PUT`` of ``_delta_log/00000000000000000001.json``) before it handles them, until the
+  kernel releases them one by one. Two writers in two processes can so be brought to exactly
+  the interleaving a lesson needs, with no timing luck.
+
+No traffic leaves the machine: the server listens on 127.0.0.1 only and needs no network. It
+runs under a guardian (:mod:`deltalab.processes`), so it ends with the kernel that started it.
+
+One fix is applied to moto in the server process: moto 5.2.5 stores a ``BOOL`` written by
+``UpdateItem``'s ``AttributeUpdates`` as the string ``"True"`` (``moto/dynamodb/models/dynamo_type.py``,
+``update_with_attribute_updates``); Delta's DynamoDB commit coordinator writes ``hasAcceptedCommits``
+that way and reads it back with ``getBOOL()``. :func:`_store_bools_as_bools` keeps such values
+``BOOL``, as DynamoDB does (a unit test checks that moto still needs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from deltalab.drivers import Hold, hold_gate
+from deltalab.errors import DeltaLabError
+from deltalab.processes import end_process, start_owned, wait_until
+
+__all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "ObjectStore", "Request", "load_snapshot", "start_object_store"]
+
+#: The credentials and region every client of the local server uses (moto accepts any).
+ACCESS_KEY = "deltalab"
+SECRET_KEY = "deltalab-secret"
+REGION = "us-east-1"
+
+#: How long the kernel waits for the server to answer (a loaded two-core machine is slow to import moto).
+START_TIMEOUT_SECONDS = 120.0
+
+SERVER_MAIN = "import sys; from deltalab.objectstore import serve; sys.exit(serve(sys.argv[1]))"
+_READY, _LOG, _REQUESTS, _HOLDS = "ready.json", "server.log", "requests.jsonl", "holds"
+
+
+# --------------------------------------------------------------------------------------------
+# The server process
+# --------------------------------------------------------------------------------------------
+
+
+def _store_bools_as_bools() -> None:
+    """Make moto keep a ``BOOL`` written by ``UpdateItem``'s legacy ``AttributeUpdates`` (PUT) a BOOL."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    original = Item.update_with_attribute_updates
+    if getattr(original, "_deltalab_fixed", False):
+        return
+
+    def update_with_attribute_updates(self, attribute_updates: dict[str, Any]) -> None:
+        bools = {name: update for name, update in attribute_updates.items()
+                 if update.get("Action", "PUT") == "PUT" and set(update.get("Value", {})) == {"BOOL"}}
+        original(self, {name: update for name, update in attribute_updates.items() if name not in bools})
+        for name, update in bools.items():
+            self.attrs[name] = DynamoType({"BOOL": update["Value"]["BOOL"]})
+
+    update_with_attribute_updates._deltalab_fixed = True  # type: ignore[attr-defined]
+    Item.update_with_attribute_updates = update_with_attribute_updates
+
+
+class _Holds:
+    """The server's side of held requests: rules read from ``holds/*.json``, one hold per match."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.matched: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def hold_for(self, method: str, key: str, operation: str | None) -> str | None:
+        """The hold path this request must stop at, or None."""
+        with self.lock:
+            for rule_file in sorted(self.directory.glob("*.json")):
+                rule = json.loads(rule_file.read_text())
+                name = rule_file.stem
+                if (rule["method"] == method and re.search(rule["key_pattern"], key)
+                        and rule.get("operation") in (None, operation)):
+                    index = self.matched.get(name, 0)
+                    if index < rule["count"]:
+                        self.matched[name] = index + 1
+                        return str(self.directory / f"{name}-{index}")
+        return None
+
+
+def _error_code(body: bytes) -> str | None:
+    """The error code of an S3 (``<Code>``) or DynamoDB (``__type``) error answer."""
+    found = re.search(rb"<Code>([^<]+)</Code>", body) or re.search(rb'"__type"\s*:\s*"(?:[^"#]*#)?([^"]+)"', body)
+    return found.group(1).decode() if found else None
+
+
+def _application(directory: Path):
+    """moto's WSGI application, wrapped to log every request and to stop the held ones."""
+    from moto.server import DomainDispatcherApplication, create_backend_app
+
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    holds = _Holds(directory / _HOLDS)
+    log_lock = threading.Lock()
+    log_file = open(directory / _REQUESTS, "a", buffering=1)
+
+    def application(environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        key = unquote(environ.get("PATH_INFO", ""))
+        operation = (environ.get("HTTP_X_AMZ_TARGET") or "").split(".")[-1] or None  # DynamoDB's
+        held = holds.hold_for(method, key, operation)
+        if held is not None:
+            hold_gate(held)()
+        answer: dict[str, str] = {}
+
+        def recording_start_response(status, headers, exc_info=None):
+            answer["status"] = status
+            return start_response(status, headers, exc_info)
+
+        body = list(moto_app(environ, recording_start_response))
+        query = unquote(environ.get("QUERY_STRING", ""))
+        listed = sum(chunk.count(b"<Key>") for chunk in body) if method == "GET" and "list-type=2" in query else None
+        error = _error_code(b"".join(body)) if answer.get("status", "200")[0] in "45" else None
+        entry = {"method": method, "key": key, "query": query, "if_none_match": environ.get("HTTP_IF_NONE_MATCH"),
+                 "status": int(answer.get("status", "0")[:3]), "operation": operation,
+                 "held": held and Path(held).name, "listed": listed, "error": error}
+        with log_lock:
+            log_file.write(json.dumps(entry) + "\n")
+        return body
+
+    return application
+
+
+def serve(directory: str | os.PathLike[str]) -> int:
+    """Run the server (the helper process's main): listen on a free port of 127.0.0.1, write
+    ``ready.json`` with the port, answer until killed."""
+    from moto.server import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    directory = Path(directory)
+    (directory / _HOLDS).mkdir(parents=True, exist_ok=True)
+    _store_bools_as_bools()
+    server = make_server("127.0.0.1", 0, _application(directory), threaded=True, request_handler=MotoRequestHandler)
+    ready = directory / _READY
+    ready.with_suffix(".tmp").write_text(json.dumps({"port": server.server_port, "pid": os.getpid()}))
+    ready.with_suffix(".tmp").replace(ready)
+    server.serve_forever()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel's side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """One request the server answered (a row of the request log)."""
+
+    method: str
+    key: str
+    query: str
+    if_none_match: str | None
+    status: int
+    operation: str | None
+    held: str | None
+    listed: int | None  # keys a LIST answer returned
+    error: str | None  # the error code of a refused request (PreconditionFailed, ConditionalCheckFailedException)
+
+    @property
+    def is_list(self) -> bool:
+        """True for an S3 LIST (``GET`` on a bucket with ``list-type=2``)."""
+        return self.method == "GET" and "list-type=2" in self.query
+
+
+class ObjectStore:
+    """The running server: where it listens, how to reach it, what it was asked."""
+
+    def __init__(self, directory: Path, process, port: int) -> None:
+        self.directory = directory
+        self.process = process
+        self.port = port
+        self._holds = 0
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.endpoint})"
+
+    @property
+    def endpoint(self) -> str:
+        """The server's URL, e.g. ``http://127.0.0.1:40123``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def spark_conf(self) -> dict[str, str]:
+        """S3A settings for a Spark session (``get_spark(..., jar_sets=("delta", "s3"), **conf)``)
+        that reach this server: path-style requests, plain HTTP, fixed credentials."""
+        prefix = "spark.hadoop.fs.s3a."
+        return {
+            f"{prefix}endpoint": self.endpoint,
+            f"{prefix}endpoint.region": REGION,
+            f"{prefix}path.style.access": "true",
+            f"{prefix}connection.ssl.enabled": "false",
+            f"{prefix}access.key": ACCESS_KEY,
+            f"{prefix}secret.key": SECRET_KEY,
+            f"{prefix}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            f"{prefix}attempts.maximum": "2",
+            f"{prefix}retry.limit": "2",
+        }
+
+    @staticmethod
+    def credentials_env() -> dict[str, str]:
+        """Environment variables the AWS SDKs read credentials and region from (the JVM's DynamoDB
+        client of Delta's commit coordinator, boto3, delta-rs). Set them before a JVM starts."""
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION}
+
+    def client(self, service: str = "s3") -> Any:
+        """A boto3 client (``s3`` or ``dynamodb``) of this server."""
+        import boto3
+
+        if service not in ("s3", "dynamodb"):
+            raise DeltaLabError(f"The local server has no {service!r} API.", fix="Ask for 's3' or 'dynamodb'.")
+        return boto3.client(service, endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name=REGION)
+
+    def create_bucket(self, name: str) -> str:
+        """Create the bucket ``name`` (if new) and return its ``s3a://`` URI."""
+        s3 = self.client("s3")
+        if name not in {bucket["Name"] for bucket in s3.list_buckets().get("Buckets", [])}:
+            s3.create_bucket(Bucket=name)
+        return f"s3a://{name}"
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """Every key of ``bucket`` under ``prefix``, sorted (what a LIST of the bucket returns)."""
+        pages = self.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+    def requests(self, since: int = 0) -> list[Request]:
+        """The requests answered so far, in order; ``since`` skips the first ones (see :meth:`mark`)."""
+        path = self.directory / _REQUESTS
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [Request(**json.loads(line)) for line in lines[since:] if line]
+
+    def mark(self) -> int:
+        """The number of requests answered so far: pass it to :meth:`requests` to see only later ones."""
+        return len(self.requests())
+
+    def hold_requests(self, method: str, key_pattern: str, count: int, operation: str | None = None) -> list[Hold]:
+        """Make the server stop the next ``count`` requests whose method is ``method``, whose
+        path (``/bucket/key``) matches the regular expression ``key_pattern`` and, if given, whose
+        DynamoDB operation is ``operation`` (``"UpdateItem"``), before it handles them. Returns
+        one :class:`deltalab.drivers.Hold` per request, in the order they arrive:
+        ``wait_reached()`` on each, then ``release()`` them in the order the lesson needs."""
+        if count < 1:
+            raise DeltaLabError(f"count must be at least 1, not {count}.", fix="Hold one request or more.")
+        self._holds += 1
+        name = f"rule{self._holds:03d}"
+        holds_dir = self.directory / _HOLDS
+        holds = [Hold(holds_dir / f"{name}-{index}") for index in range(count)]
+        rule = holds_dir / f"{name}.json"
+        rule.with_suffix(".tmp").write_text(json.dumps({"method": method, "key_pattern": key_pattern, "count": count,
+                                                        "operation": operation}))
+        rule.with_suffix(".tmp").replace(rule)
+        return holds
+
+    def stop(self) -> int:
+        """Stop the server (and anything it held); return its exit status."""
+        for marker in (self.directory / _HOLDS).glob("*.reached"):
+            Path(str(marker)[: -len(".reached")] + ".cancel").touch()
+        return end_process(self.process)
+
+    def __enter__(self) -> "ObjectStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_object_store(directory: str | os.PathLike[str], timeout: float = START_TIMEOUT_SECONDS) -> ObjectStore:
+    """Start the S3 and DynamoDB server on a free port of 127.0.0.1 and wait until it answers.
+
+    ``directory`` (emptied first) holds the server's output (``server.log``), its request log and
+    its holds. The server ends with this kernel, or with :meth:`ObjectStore.stop`.
+    """
+    import shutil
+
+    try:
+        import moto  # noqa: F401
+        import werkzeug  # noqa: F401
+    except ImportError as error:
+        raise DeltaLabError(f"The local S3 server needs moto, which is not installed ({error.name} is missing).",
+                            fix="Install the course's packages: `make setup` (or pip install -e '.[course]').") from None
+    directory = Path(directory).resolve()
+    if directory.exists():
+        shutil.rmtree(directory)
+    (directory / _HOLDS).mkdir(parents=True)
+    process = start_owned([sys.executable, "-c", SERVER_MAIN, str(directory)], directory / _LOG, ends_on_interrupt=False)
+    ready = directory / _READY
+    try:
+        wait_until(lambda: ready.exists() or process.poll() is not None, timeout, "the local S3 server is listening")
+    except BaseException:
+        end_process(process)
+        raise
+    if not ready.exists():
+        output = (directory / _LOG).read_text(errors="replace").splitlines()[-8:]
+        end_process(process)
+        raise DeltaLabError("The local S3 server did not start:\n" + "\n".join(output),
+                            fix=f"Read {directory / _LOG}; check that `python -c 'import moto.server'` works.")
+    port = int(json.loads(ready.read_text())["port"])
+    store = ObjectStore(directory, process, port)
+    _wait_until_it_answers(store, timeout)
+    return store
+
+
+def _wait_until_it_answers(store: ObjectStore, timeout: float) -> None:
+    """Wait until an S3 request gets an answer (the port is open once ``ready.json`` exists)."""
+    import urllib.error
+    import urllib.request
+
+    def answers() -> bool:
+        try:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
+            opener.open(store.endpoint + "/", timeout=5).close()
+        except urllib.error.HTTPError:
+            return True  # any HTTP answer will do
+        except OSError:
+            time.sleep(0.05)
+            return False
+        return True
+
+    wait_until(answers, timeout, "the local S3 server answers", interval=0.05)
+
+
+def load_snapshot(spark: Any, path: str) -> dict[str, int]:
+    """Load the table's state from its log as a new reader does (Delta's cache emptied first):
+    find the latest version, then read the checkpoint and commits it needs to know the table's
+    files. Returns the version and the number of files; the requests it made show in the
+    server's request log. Runs in any driver."""
+    from deltalab.session import clear_delta_cache, jvm_delta_log
+
+    clear_delta_cache(spark)
+    snapshot = jvm_delta_log(spark, path).unsafeVolatileSnapshot()
+    return {"version": int(snapshot.version()), "files": int(snapshot.numOfFiles())}
