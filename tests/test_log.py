@@ -147,7 +147,7 @@ def test_partitioned_table_with_deletion_vectors_and_checkpoints(spark, tmp_path
     table = tmp_path / "people"
     countries = ["United States", "Côte d'Ivoire", "a/b:c"]
     rows = [(i, countries[i % 3], datetime.datetime(2020, 1, 1, 10, i % 2)) for i in range(24)]
-    (spark.createDataFrame(rows, "id long, country string, ts timestamp").repartition(2).write.format("delta")
+    (spark.createDataFrame(rows, "id long, country string, ts timestamp").repartition(1).write.format("delta")
         .partitionBy("country", "ts").option("delta.checkpointInterval", "3")
         .option("delta.enableDeletionVectors", "true").save(str(table)))
     spark.sql(f"DELETE FROM delta.`{table}` WHERE id % 5 = 0")
