@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from deltalab import DeltaLabError
-from deltalab.objectstore import ObjectStore, start_object_store
+from deltalab.objectstore import HOLD_CANCELLED, ObjectStore, race_at_requests, start_object_store
 from deltalab.processes import is_running, process_tree
 
 
@@ -131,3 +131,68 @@ def test_a_server_that_cannot_start_says_why(tmp_path, monkeypatch):
     with pytest.raises(DeltaLabError, match="did not start") as error:
         start_object_store(tmp_path / "store", timeout=60)
     assert "no moto here" in str(error.value)
+
+
+def test_hold_requests_refuses_a_bad_pattern_or_method(store: ObjectStore):
+    with pytest.raises(DeltaLabError, match="not a regular expression"):
+        store.hold_requests("PUT", "(", count=1)
+    with pytest.raises(DeltaLabError, match="not an HTTP method"):
+        store.hold_requests("put", ".*", count=1)
+
+
+def test_a_cancelled_hold_is_refused_and_not_retried(store: ObjectStore):
+    s3 = store.client("s3")
+    store.create_bucket("cancelled")
+    hold = store.hold_requests("PUT", r"cancelled/k$", count=1)[0]
+    outcome: list[str] = []
+
+    def put() -> None:
+        try:
+            s3.put_object(Bucket="cancelled", Key="k", Body=b"")
+            outcome.append("stored")
+        except s3.exceptions.ClientError as error:
+            outcome.append(error.response["Error"]["Code"])
+
+    thread = threading.Thread(target=put)
+    thread.start()
+    hold.wait_reached(timeout=30)
+    hold.cancel()
+    thread.join(timeout=30)
+    assert outcome == [HOLD_CANCELLED] and store.keys("cancelled") == []
+    assert [r.status for r in store.requests() if r.key == "/cancelled/k"] == [400], "answered once, not retried"
+
+
+def put_with_boto3(endpoint: str, bucket: str, key: str, body: str) -> str:
+    """A writer for race_at_requests: PUT ``body`` at ``key`` and return it."""
+    import boto3
+
+    from deltalab.objectstore import ACCESS_KEY, REGION, SECRET_KEY
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+                 region_name=REGION).put_object(Bucket=bucket, Key=key, Body=body.encode())
+    return body
+
+
+def test_race_at_requests_holds_each_writer_and_releases_them_in_order(store: ObjectStore):
+    from deltalab.drivers import in_this_kernel
+
+    s3 = store.client("s3")
+    store.create_bucket("race")
+    runner = in_this_kernel(None)
+
+    def writer(label: str):
+        return lambda: runner.submit("test_objectstore.put_with_boto3", store.endpoint, "race", "same", label,
+                                     with_spark=False)
+
+    race = race_at_requests(store, {"second": writer("second"), "first": writer("first")}, "PUT", r"race/same$")
+    assert race.results == {"second": "second", "first": "first"}
+    assert list(race.held) == ["second", "first"] and all(r.status == 200 for r in race.held.values())
+    assert s3.get_object(Bucket="race", Key="same")["Body"].read() == b"first", "the last one released wins"
+
+
+def test_race_at_requests_says_when_a_writer_never_sends_the_request(store: ObjectStore):
+    from deltalab.drivers import in_this_kernel
+
+    runner = in_this_kernel(None)
+    with pytest.raises(DeltaLabError, match="finished without sending a request"):
+        race_at_requests(store, {"idle": lambda: runner.submit("os.getcwd", with_spark=False)}, "PUT", r"never$")

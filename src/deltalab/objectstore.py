@@ -34,14 +34,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote
 
-from deltalab.drivers import Hold, hold_gate
+from deltalab.drivers import DriverCallError, Hold, PendingCall, hold_gate
 from deltalab.errors import DeltaLabError
 from deltalab.processes import end_process, start_owned, wait_until
 
-__all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "ObjectStore", "Request", "load_snapshot", "start_object_store"]
+__all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "ObjectStore", "Request", "RequestRace", "append_with_delta_rs",
+           "delta_rs_options", "load_snapshot", "race_at_requests", "start_object_store"]
 
 #: The credentials and region every client of the local server uses (moto accepts any).
 ACCESS_KEY = "deltalab"
@@ -53,6 +54,8 @@ START_TIMEOUT_SECONDS = 120.0
 
 SERVER_MAIN = "import sys; from deltalab.objectstore import serve; sys.exit(serve(sys.argv[1]))"
 _READY, _LOG, _REQUESTS, _HOLDS = "ready.json", "server.log", "requests.jsonl", "holds"
+#: The error code a cancelled (or never released) held request is answered with.
+HOLD_CANCELLED = "DeltaLabHoldCancelled"
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +105,18 @@ class _Holds:
         return None
 
 
+def _refusal(start_response, operation: str | None, message: str) -> list[bytes]:
+    """A 400 answer in the service's own error format (DynamoDB: JSON, S3: XML)."""
+    if operation:
+        body = json.dumps({"__type": HOLD_CANCELLED, "message": message}).encode()
+        content_type = "application/x-amz-json-1.0"
+    else:
+        body = f"<Error><Code>{HOLD_CANCELLED}</Code><Message>{message}</Message></Error>".encode()
+        content_type = "application/xml"
+    start_response("400 Bad Request", [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 def _error_code(body: bytes) -> str | None:
     """The error code of an S3 (``<Code>``) or DynamoDB (``__type``) error answer."""
     found = re.search(rb"<Code>([^<]+)</Code>", body) or re.search(rb'"__type"\s*:\s*"(?:[^"#]*#)?([^"]+)"', body)
@@ -117,13 +132,25 @@ def _application(directory: Path):
     log_lock = threading.Lock()
     log_file = open(directory / _REQUESTS, "a", buffering=1)
 
+    def log(entry: dict[str, Any]) -> None:
+        with log_lock:
+            log_file.write(json.dumps(entry) + "\n")
+
     def application(environ, start_response):
         method = environ["REQUEST_METHOD"]
-        key = unquote(environ.get("PATH_INFO", ""))
+        key = environ.get("PATH_INFO", "")  # werkzeug has decoded it already
+        query = unquote(environ.get("QUERY_STRING", ""))
         operation = (environ.get("HTTP_X_AMZ_TARGET") or "").split(".")[-1] or None  # DynamoDB's
         held = holds.hold_for(method, key, operation)
+        entry = {"method": method, "key": key, "query": query, "if_none_match": environ.get("HTTP_IF_NONE_MATCH"),
+                 "operation": operation, "held": held and Path(held).name, "listed": None}
         if held is not None:
-            hold_gate(held)()
+            try:
+                hold_gate(held)()
+            except (RuntimeError, TimeoutError) as cancelled:
+                # A cancelled hold answers with an error clients do not retry (4xx), so nothing behind it commits.
+                log({**entry, "status": 400, "error": HOLD_CANCELLED})
+                return _refusal(start_response, operation, f"{HOLD_CANCELLED}: {cancelled}")
         answer: dict[str, str] = {}
 
         def recording_start_response(status, headers, exc_info=None):
@@ -131,14 +158,10 @@ def _application(directory: Path):
             return start_response(status, headers, exc_info)
 
         body = list(moto_app(environ, recording_start_response))
-        query = unquote(environ.get("QUERY_STRING", ""))
-        listed = sum(chunk.count(b"<Key>") for chunk in body) if method == "GET" and "list-type=2" in query else None
-        error = _error_code(b"".join(body)) if answer.get("status", "200")[0] in "45" else None
-        entry = {"method": method, "key": key, "query": query, "if_none_match": environ.get("HTTP_IF_NONE_MATCH"),
-                 "status": int(answer.get("status", "0")[:3]), "operation": operation,
-                 "held": held and Path(held).name, "listed": listed, "error": error}
-        with log_lock:
-            log_file.write(json.dumps(entry) + "\n")
+        if method == "GET" and "list-type=2" in query:
+            entry["listed"] = sum(chunk.count(b"<Key>") for chunk in body)
+        status = answer.get("status", "000")
+        log({**entry, "status": int(status[:3]), "error": _error_code(b"".join(body)) if status[0] in "45" else None})
         return body
 
     return application
@@ -265,6 +288,14 @@ class ObjectStore:
         ``wait_reached()`` on each, then ``release()`` them in the order the lesson needs."""
         if count < 1:
             raise DeltaLabError(f"count must be at least 1, not {count}.", fix="Hold one request or more.")
+        if method not in ("GET", "HEAD", "PUT", "POST", "DELETE"):
+            raise DeltaLabError(f"{method!r} is not an HTTP method the server answers.",
+                                fix="Use GET, HEAD, PUT, POST or DELETE (upper case); DynamoDB requests are POSTs.")
+        try:
+            re.compile(key_pattern)
+        except re.error as error:
+            raise DeltaLabError(f"key_pattern {key_pattern!r} is not a regular expression: {error}.",
+                                fix="Pass a Python regular expression matched against /bucket/key.") from None
         self._holds += 1
         name = f"rule{self._holds:03d}"
         holds_dir = self.directory / _HOLDS
@@ -353,3 +384,73 @@ def load_snapshot(spark: Any, path: str) -> dict[str, int]:
     clear_delta_cache(spark)
     snapshot = jvm_delta_log(spark, path).unsafeVolatileSnapshot()
     return {"version": int(snapshot.version()), "files": int(snapshot.numOfFiles())}
+
+
+# --------------------------------------------------------------------------------------------
+# Writers brought to the same request
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRace:
+    """What :func:`race_at_requests` saw: each writer's result, and its held request as the server
+    answered it once released (both in the order the writers were started and released)."""
+
+    results: dict[str, Any]
+    held: dict[str, Request]
+
+
+def race_at_requests(store: ObjectStore, writers: dict[str, Callable[[], PendingCall]], method: str,
+                     key_pattern: str, operation: str | None = None) -> RequestRace:
+    """Bring writers to the same request deterministically, then let them go one at a time.
+
+    ``writers`` maps a label to a function that starts the writer and returns its pending call
+    (``lambda: driver.submit(...)``). The server holds the first request of each writer that
+    matches ``method``, ``key_pattern`` and ``operation`` (see :meth:`ObjectStore.hold_requests`).
+    Writers are started in the order given, each once the one before it is held, so the i-th hold
+    is the i-th writer's. They are then released in the same order, each running to its end
+    before the next goes on. A failure or an interrupt cancels every hold: the held requests are
+    refused with an error clients do not retry, so nothing behind them commits.
+    """
+    holds = store.hold_requests(method, key_pattern, count=len(writers), operation=operation)
+    rule = f"{method} {key_pattern}" + (f" ({operation})" if operation else "")
+    calls: dict[str, PendingCall] = {}
+    try:
+        for hold, (label, start) in zip(holds, writers.items()):
+            calls[label] = start()
+            try:
+                hold.wait_reached(calls[label])
+            except DriverCallError:
+                raise
+            except DeltaLabError:
+                raise DeltaLabError(f"The writer {label!r} finished without sending a request that matches {rule}.",
+                                    fix="Check the pattern against the request log: "
+                                        f"{[f'{r.method} {r.key}' for r in store.requests()[-5:]]}.") from None
+        results = {}
+        for hold, label in zip(holds, writers):
+            hold.release()
+            results[label] = calls[label].result()
+    except BaseException:
+        for hold in holds:
+            hold.cancel()
+        raise
+    by_hold = {request.held: request for request in store.requests() if request.held}
+    return RequestRace(results, {label: by_hold[Path(hold.path).name] for hold, label in zip(holds, writers)})
+
+
+def delta_rs_options(store: ObjectStore) -> dict[str, str]:
+    """Storage options for delta-rs (``deltalake``) to reach the server: its endpoint over plain
+    HTTP, the credentials, and a request timeout long enough for a request held by a lesson."""
+    return {"AWS_ENDPOINT_URL": store.endpoint, "AWS_ALLOW_HTTP": "true", "timeout": "300s", **store.credentials_env()}
+
+
+def append_with_delta_rs(uri: str, writer: int, rows: int, storage_options: dict[str, str]) -> None:
+    """Append ``rows`` rows tagged ``writer`` with delta-rs (no Spark), like
+    :func:`deltalab.writers.append_rows` does with Spark. Runs in a thread of this kernel
+    (``in_this_kernel(spark).submit(..., with_spark=False)``)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    batch = pa.table({"id": pa.array(range(rows), pa.int64()), "writer": pa.array([writer] * rows, pa.int32())})
+    write_deltalake(uri, batch, mode="append", storage_options=storage_options)
+
