@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from course_testing import REPO
+from cross_engine import CrossEngine
 _TEMPORARY_ROOT: str | None = None
 
 
@@ -24,6 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["DELTALAB_WORKDIR"] = _TEMPORARY_ROOT
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) prints the table
         config.pluginmanager.register(SecondsPerFile(), "deltalab-seconds-per-file")
+    config.pluginmanager.register(CrossEngine(), CrossEngine.NAME)  # delta-rs reads what each notebook left
     # No MPLBACKEND here: nbval's kernels inherit this environment and must keep Jupyter's inline
     # backend, or plt.show() would display nothing and stored figure outputs would not match.
 
