@@ -16,6 +16,7 @@ import pytest
 
 from course_testing import REPO
 from cross_engine import CrossEngine
+from suite_schedule import SAME_WORKER_AS, longest_first
 _TEMPORARY_ROOT: str | None = None
 
 
@@ -35,13 +36,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_TEMPORARY_ROOT, ignore_errors=True)
 
 
-# Test files that share work measured once per process: xdist must run them on one worker.
-SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py", "tests/test_lab09_checks.py": "tests/test_labs.py"}
-
-
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (``make test``), with the files of ``SAME_WORKER_AS`` in one scope.
+    """``--dist loadscope`` (``make test``), with the files of ``SAME_WORKER_AS`` in one scope and
+    the longest scopes first (``suite_schedule``).
 
     loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
     check tests share the concurrent pairs and the killed writer that tests/test_labs.py measures
@@ -54,9 +52,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class SharedScopes(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return SAME_WORKER_AS.get(scope, scope)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the first call, right after schedule() filled the queue
+                self.workqueue = longest_first(self.workqueue)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return SharedScopes(config, log)
 

@@ -1,0 +1,23 @@
+"""The plan ``make test`` gives xdist (tests/suite_schedule.py) names real files and orders the queue."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from course_testing import REPO
+from suite_schedule import SAME_WORKER_AS, SECONDS_PER_SCOPE, longest_first
+
+
+def test_every_scope_named_is_a_file_of_the_suite():
+    for scope in [*SECONDS_PER_SCOPE, *SAME_WORKER_AS, *SAME_WORKER_AS.values()]:
+        assert (REPO / scope).is_file(), f"{scope} is named in tests/suite_schedule.py but does not exist"
+    merged = set(SAME_WORKER_AS) & set(SECONDS_PER_SCOPE)
+    assert not merged, f"{merged} run inside another scope: time them with it, not on their own"
+
+
+def test_longest_first_puts_the_named_scopes_first_and_keeps_the_rest_in_order():
+    queue = OrderedDict([("tests/test_datasets.py", {"a": False}), ("tests/test_cluster.py", {"b": False}),
+                         ("tests/test_curves.py", {"c": False}), ("tests/test_labs.py", {"d": False})])
+    ordered = longest_first(queue)
+    assert list(ordered) == ["tests/test_labs.py", "tests/test_cluster.py", "tests/test_datasets.py", "tests/test_curves.py"]
+    assert ordered["tests/test_cluster.py"] is queue["tests/test_cluster.py"]
