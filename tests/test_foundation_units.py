@@ -74,7 +74,7 @@ def test_supported_java_from_java_home(tmp_path, monkeypatch):
 
 # --- master URLs --------------------------------------------------------------------------
 
-from deltalab.session import resolve_master
+from deltalab.session import SHORT_RUN_JAVA_OPTIONS, _on_loopback, default_conf, resolve_master
 
 
 @pytest.mark.parametrize("url", ["local", "local[*]", "local[2]", "local[4,2]", "local-cluster[1,1,1024]", "yarn"])
@@ -99,6 +99,17 @@ def test_unreachable_standalone_master(monkeypatch):
     monkeypatch.setenv("SPARK_MASTER", "spark://127.0.0.1:9")
     with pytest.raises(DeltaLabError, match=r"No Spark master answers at spark://127.0.0.1:9 \(from SPARK_MASTER\)"):
         resolve_master()
+
+
+@pytest.mark.parametrize("url, on_this_machine", [
+    ("spark://127.0.0.1:7077", True), ("spark://localhost:7077,127.0.0.1:7078", True),
+    ("spark://10.0.0.5:7077", False), ("spark://127.0.0.1:7077,spark-master:7077", False), ("local[*]", False),
+])
+def test_executors_of_a_cluster_on_this_machine_get_the_short_run_java_options(tmp_path, url, on_this_machine):
+    """They share the machine's cores with the driver; a remote cluster's executors keep Java's defaults."""
+    conf = default_conf([], tmp_path, local=url.startswith("local"), executors_share_this_machine=_on_loopback(url))
+    assert SHORT_RUN_JAVA_OPTIONS in conf["spark.driver.extraJavaOptions"]
+    assert conf.get("spark.executor.extraJavaOptions") == (SHORT_RUN_JAVA_OPTIONS if on_this_machine else None)
 
 
 # --- work directories ---------------------------------------------------------------------

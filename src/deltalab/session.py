@@ -34,6 +34,15 @@ _LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
 
+#: Java options for the course's short runs on few cores, in drivers and in executors on this machine.
+#: -XX:TieredStopAtLevel=1: compile with the JIT's quick first tier only; the optimising tier's
+#: compiler threads compete with the course's small jobs for two cores (21 Delta operations: 28 s
+#: instead of 32-34 s on an idle two-core machine).
+#: -XX:+UseParallelGC: the throughput collector instead of G1, whose concurrent threads and heavier
+#: write barriers cost more CPU than they save on a 2 GB heap (a fixed mix of 30 Delta operations,
+#: 5 paired runs on two cores: 31 s and 45 s of JVM CPU instead of 35 s and 52 s).
+SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+
 _session = None
 #: Which jar sets (deltalab.jars) the kernel's session was started with.
 JAR_SETS_KEY = "spark.deltalab.jarSets"
@@ -70,11 +79,20 @@ def resolve_master(master: str | None = None) -> str:
     )
 
 
+def _on_loopback(master: str) -> bool:
+    """Whether every host of a ``spark://`` master URL is this machine's loopback address."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [address.rsplit(":", 1)[0] for address in master[len("spark://"):].split(",")]
+    return all(host in ("127.0.0.1", "localhost") for host in hosts)
+
+
 def _log4j_config() -> Path:
     return Path(__file__).with_name("log4j2.properties")
 
 
-def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Path | None = None) -> dict[str, str]:
+def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Path | None = None,
+                 executors_share_this_machine: bool = False) -> dict[str, str]:
     """The settings every course session starts with; ``get_spark(**conf)`` overrides them.
 
     ``jars`` are Delta's jars that Spark does not ship (``deltalab.jars.session_jars``). On a
@@ -82,21 +100,23 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
     them too; ``spark.jars`` would make the executor copy each of them at start-up. A cluster's
     executors run elsewhere and get them through ``spark.jars``. A local driver started with
     ``java_home`` also maps the course's class-data archive when ``make setup`` built one for
-    this class path and Java (:mod:`deltalab.class_archive`).
+    this class path and Java (:mod:`deltalab.class_archive`). Executors of a standalone cluster
+    started on this machine (``executors_share_this_machine``) share its cores with the driver,
+    so they start with the driver's :data:`SHORT_RUN_JAVA_OPTIONS` too; a remote cluster's
+    executors keep Java's defaults.
     """
-    # -XX:TieredStopAtLevel=1: compile with the JIT's quick first tier only. The course's jobs are
-    # small and short; the optimising tier's compiler threads compete with them for two cores
-    # (21 Delta operations: 28 s instead of 32-34 s on an idle two-core machine).
     java_options = (f"-Dlog4j2.configurationFile={_log4j_config().as_uri()} -Dderby.system.home={root / '_derby'} "
-                    "-XX:TieredStopAtLevel=1")
+                    f"{SHORT_RUN_JAVA_OPTIONS}")
     if local and java_home is not None:
         java_options = f"{java_options} {archive_option(jars, java_home)}".strip()
     if local:
         classpath = {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
     else:
         classpath = {"spark.jars": ",".join(str(jar) for jar in jars)}
+    executors = {"spark.executor.extraJavaOptions": SHORT_RUN_JAVA_OPTIONS} if executors_share_this_machine else {}
     return {
         **classpath,
+        **executors,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Small data on a laptop: few partitions after a shuffle, and for Delta's state reconstruction.
@@ -206,7 +226,8 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, jar_sets: t
     root = work_root()
     names = tuple(dict.fromkeys(("delta", *jar_sets)))
     jars = [jar for name in names for jar in session_jars(fetch_jars(name))]
-    settings = default_conf(jars, root, local=resolved_master.startswith("local"), java_home=java.home)
+    settings = default_conf(jars, root, local=resolved_master.startswith("local"), java_home=java.home,
+                            executors_share_this_machine=_on_loopback(resolved_master))
     settings[JAR_SETS_KEY] = ",".join(names)
     settings.update({key: str(value) for key, value in conf.items()})
 
