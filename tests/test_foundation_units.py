@@ -331,3 +331,13 @@ def test_was_interrupted_follows_the_context_of_an_error() -> None:
     assert was_interrupted(raised_while_handling_an_interrupt())
     assert not was_interrupted(ValueError("no interrupt"))
     assert not was_interrupted(None)
+
+
+@pytest.mark.parametrize("repeat", ["0", "-2", "three"])
+def test_bench_refuses_a_repeat_count_below_one(repeat, capsys) -> None:
+    from deltalab.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--skip-notebooks", "--repeat", repeat])
+    assert exit_.value.code == 2
+    assert f"{repeat!r} is not a whole number of 1 or more" in capsys.readouterr().err

@@ -9,6 +9,17 @@ from pathlib import Path
 from deltalab.errors import DeltaLabError
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (a median of no runs is no figure)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deltalab", description="Tools for the Delta Lake internals course.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -26,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--out", type=Path, default=None, help="CSV path (default labs/grades/LAB.csv)")
     bench = commands.add_parser("bench", help="measure cold start (plain Spark vs Delta) and every notebook's cells")
     bench.add_argument("notebooks", nargs="*", help="notebooks to time (default: all of notebooks/)")
-    bench.add_argument("--repeat", type=int, default=3, help="cold starts of each kind (default 3)")
+    bench.add_argument("--repeat", type=_at_least_one, default=3, help="cold starts of each kind (default 3)")
     bench.add_argument("--skip-notebooks", action="store_true", help="only the cold-start comparison")
     args = parser.parse_args(argv)
     try:

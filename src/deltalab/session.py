@@ -38,10 +38,16 @@ _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
 #: -XX:TieredStopAtLevel=1: compile with the JIT's quick first tier only; the optimising tier's
 #: compiler threads compete with the course's small jobs for two cores (21 Delta operations: 28 s
 #: instead of 32-34 s on an idle two-core machine).
+#: -XX:ReservedCodeCacheSize=240m: with C1 only, Java's code cache shrinks from 240 MB to 48 MB,
+#: and the course filled it: 45 MB after 30 Delta operations, full during notebook 10 (jcmd
+#: Compiler.codecache: full_count=1). A full cache stops the JIT until it is swept, and a method
+#: handle the JVM must link meanwhile can fail with java.lang.InternalError ("no such method:
+#: MethodHandle.linkTo..."): the likely cause of the one that notebook 09b's foreachBatch MERGE
+#: raised once in the image (not reproduced). 240 MB is what Java gives the tiered compilers.
 #: -XX:+UseParallelGC: the throughput collector instead of G1, whose concurrent threads and heavier
 #: write barriers cost more CPU than they save on a 2 GB heap (a fixed mix of 30 Delta operations,
 #: 5 paired runs on two cores: 31 s and 45 s of JVM CPU instead of 35 s and 52 s).
-SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseParallelGC"
 
 _session = None
 #: Which jar sets (deltalab.jars) the kernel's session was started with.
