@@ -46,6 +46,7 @@ def test_session_is_delta_enabled_quiet_and_small(spark):
     assert conf.get("spark.ui.enabled") == "false"
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     assert spark.sparkContext.master == "local[*]"
     assert "_spark-warehouse" in spark.conf.get("spark.sql.warehouse.dir")
 

@@ -29,6 +29,8 @@ from deltalab.versions import DELTA_JVM_VERSION, installed_version, spark_versio
 MASTER_ENV = "SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
+#: Interpreted or generated-code projections (see default_conf); notebooks on large tables set "FALLBACK".
+CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
 
 _LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
@@ -132,6 +134,19 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # of driver CPU instead of 62-66 s). Without it a shuffle's output keeps its 4 partitions, so a
         # MERGE may write up to 4 small files where AQE would have coalesced them into one.
         "spark.sql.adaptive.enabled": "false",
+        # Queries run by Spark's interpreter instead of Java code generated and compiled for them
+        # (this also turns whole-stage code generation off). On the course's small tables generating
+        # the code costs more than it saves: in a fixed mix of about 30 Delta operations a quarter of
+        # the JVM's samples (Java Flight Recorder) were in GenerateUnsafeProjection, most of them in
+        # the regular expressions that strip comments from the generated source before its cache is
+        # even asked. Interpreted, the mix took 22-23 s instead of 30-31 s (JVM CPU 31-33 s instead
+        # of 44 s), notebook 02 50 s instead of 62 s, `make test` 13:14 instead of 14:57. The other
+        # way round on large data: writing, Z-ordering and aggregating 3 million rows took 4-5 times
+        # as long. Two differences show: plans have no `*(1)` marks, and a bad cast in a DataFrame
+        # write is reported as TASK_WRITE_FAILED (notebook 00 shows both). So notebooks 06 (errors),
+        # 07 (plans) and 08 (large tables) ask for Spark's default, "FALLBACK". Spark marks the
+        # setting internal; its own tests run both modes.
+        CODEGEN_FACTORY_MODE: "NO_CODEGEN",
         # Two input partitions whatever the core count, so every machine writes the same files.
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
