@@ -20,6 +20,7 @@ import pytest
 from course_testing import REPO, require
 from deltalab import DeltaLabError, get_spark, workdir
 from deltalab.jars import cached_jars
+from deltalab.session import SHORT_RUN_JAVA_OPTIONS
 
 PYTHON = sys.executable
 
@@ -47,6 +48,9 @@ def test_session_is_delta_enabled_quiet_and_small(spark):
     assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+    jvm_arguments = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    for option in SHORT_RUN_JAVA_OPTIONS.split():   # the driver's JVM really started with them
+        assert option in jvm_arguments, (option, jvm_arguments)
     assert spark.sparkContext.master == "local[*]"
     assert "_spark-warehouse" in spark.conf.get("spark.sql.warehouse.dir")
 

@@ -121,7 +121,9 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         classpath = {"spark.driver.extraClassPath": os.pathsep.join(str(jar) for jar in jars)}
     else:
         classpath = {"spark.jars": ",".join(str(jar) for jar in jars)}
-    executors = {"spark.executor.extraJavaOptions": SHORT_RUN_JAVA_OPTIONS} if executors_share_this_machine else {}
+    executors = {}
+    if executors_share_this_machine:
+        executors["spark.executor.extraJavaOptions"] = SHORT_RUN_JAVA_OPTIONS
     return {
         **classpath,
         **executors,
