@@ -144,10 +144,11 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # even asked. Interpreted, the mix took 22-23 s instead of 30-31 s (JVM CPU 31-33 s instead
         # of 44 s), notebook 02 50 s instead of 62 s, `make test` 11:58 instead of 14:34 (both with
         # SHORT_RUN_JAVA_OPTIONS). The other way round on large data: writing, Z-ordering and
-        # aggregating 3 million rows took 4-5 times as long. Two differences show: plans have no `*(1)` marks, and a bad cast in a DataFrame
-        # write is reported as TASK_WRITE_FAILED (notebook 00 shows both). So notebooks 06 (errors),
-        # 07 (plans) and 08 (large tables) ask for Spark's default, "FALLBACK". Spark marks the
-        # setting internal; its own tests run both modes.
+        # aggregating 3 million rows took 4-5 times as long. Two differences show: plans have no
+        # `*(1)` marks, and a bad cast in a DataFrame write is reported as TASK_WRITE_FAILED
+        # (notebook 00 shows both). So notebooks 06 (errors), 07 (plans) and 08 (large tables) ask
+        # for Spark's default, "FALLBACK". Spark marks the setting internal; its own tests run both
+        # modes.
         CODEGEN_FACTORY_MODE: "NO_CODEGEN",
         # Two input partitions whatever the core count, so every machine writes the same files.
         "spark.default.parallelism": "2",
