@@ -29,8 +29,6 @@ from deltalab.versions import DELTA_JVM_VERSION, installed_version, spark_versio
 MASTER_ENV = "SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
-#: Interpreted or generated-code projections (see default_conf); notebooks on large tables set "FALLBACK".
-CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
 
 _LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
@@ -149,7 +147,7 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # (notebook 00 shows both). So notebooks 06 (errors), 07 (plans) and 08 (large tables) ask
         # for Spark's default, "FALLBACK". Spark marks the setting internal; its own tests run both
         # modes.
-        CODEGEN_FACTORY_MODE: "NO_CODEGEN",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
         # Two input partitions whatever the core count, so every machine writes the same files.
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
