@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from deltalab import concurrency as cc
 from deltalab import drivers
-from deltalab import writers
 from deltalab.errors import DeltaLabError
+from deltalab.holds import Hold
 from deltalab.log import commit_info, commit_versions, latest_version
 from deltalab.plots import style_conflict_matrix
 
@@ -82,7 +82,7 @@ def test_write_commit_file_is_refused_by_the_pre_check_or_by_the_rename(spark, t
     assert late == {"won": False, "error": "java.nio.file.FileAlreadyExistsException",
                     "thrown_at": "io.delta.storage.HDFSLogStore.writeInternal(HDFSLogStore.java:104)"}
     kernel = drivers.in_this_kernel(spark)
-    hold = drivers.Hold(tmp_path / "held")
+    hold = Hold(tmp_path / "held")
     held = kernel.submit("deltalab.concurrency.write_commit_file", str(path), 2, ["{}"], hold.path)
     hold.wait_reached(held)
     assert cc.write_commit_file(spark, str(path), 2, line)["won"], "an unheld writer passes and renames first"
@@ -90,11 +90,6 @@ def test_write_commit_file_is_refused_by_the_pre_check_or_by_the_rename(spark, t
     assert held.result()["thrown_at"] == "io.delta.storage.HDFSLogStore.writeInternal(HDFSLogStore.java:131)"
     assert commit_info(path, 2)["userMetadata"] == "first" and commit_versions(path) == [0, 1, 2]
     assert not [p for p in (path / "_delta_log").iterdir() if p.name.endswith(".tmp")], "no temporary file left"
-
-
-def test_log_store_classes(spark) -> None:
-    assert cc.log_store_class_for(spark, "file") == "io.delta.storage.HDFSLogStore"
-    assert cc.log_store_class_for(spark, "s3a") == "io.delta.storage.S3SingleDriverLogStore"
 
 
 def test_held_delete_gets_concurrent_append(spark, tmp_path) -> None:
@@ -126,27 +121,6 @@ def test_gate_that_is_never_evaluated_is_reported(spark, tmp_path) -> None:
         with cc.TransactionHold(spark, tmp_path / "signals") as hold:
             hold.start(lambda gate: DeltaTable.forPath(spark, str(path)).delete(F.col("id") == 1))
             hold.wait_until_held()
-
-
-def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
-    path = tmp_path / "t"
-    cc.make_pair_table(spark, path)
-    txn = cc.JvmTransaction(spark, str(path))
-    removes = txn.remove_all_files()
-    assert txn.read_version == 0 and len(removes) == 2
-    DeltaTable.forPath(spark, str(path)).delete("id < 10")
-    with pytest.raises(dx.ConcurrentDeleteDeleteException):
-        txn.commit(removes)
-    assert commit_versions(path) == [0, 1]
-
-
-def test_blind_appends_from_threads_lose_nothing(spark, tmp_path) -> None:
-    path = tmp_path / "blind"
-    spark.createDataFrame([], "id long, writer int").write.format("delta").save(str(path))
-    assert writers.append_from_threads(spark, str(path), 3, 50) == []
-    assert commit_versions(path) == [0, 1, 2, 3]
-    assert sorted(commit_info(path, v)["userMetadata"] for v in (1, 2, 3)) == ["writer-0", "writer-1", "writer-2"]
-    assert spark.read.format("delta").load(str(path)).count() == 150
 
 
 def test_conflict_matrix_is_measured(spark, tmp_path) -> None:

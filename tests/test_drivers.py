@@ -20,8 +20,10 @@ import pytest
 from deltalab import concurrency as cc
 from deltalab import drivers
 from deltalab.errors import DeltaLabError
+from deltalab.holds import Hold
 from deltalab.log import commit_info, commit_versions, latest_version
 from deltalab.processes import is_running, process_tree
+from driver_probes import PROBES_ENV, class_path_has
 
 PROBE = "deltalab/probe/driver-probe.txt"   # a resource only the driver's extra jar holds
 
@@ -38,7 +40,7 @@ def probe_jar(folder: Path) -> Path:
 def driver(tmp_path_factory):
     folder = tmp_path_factory.mktemp("driver")
     started = drivers.start_driver("pytest-driver-b", folder / "signals", conf={"spark.sql.shuffle.partitions": "3"},
-                                   jars=[probe_jar(folder)], env={"DELTALAB_PROBE": "from the kernel"})
+                                   jars=[probe_jar(folder)], env={"DELTALAB_PROBE": "from the kernel", **PROBES_ENV})
     assert not (started.signal_dir / "ready.json").exists(), "start_driver returns before the driver's Spark runs"
     yield started
     if started.process.poll() is None:
@@ -46,21 +48,6 @@ def driver(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- no Spark needed
-
-
-def test_holds_pass_once_and_cancel(tmp_path) -> None:
-    hold = drivers.Hold(tmp_path / "h")
-    hold.release()
-    drivers.hold_here(hold.path)                    # released in advance: goes straight on
-    assert hold.reached
-    drivers.hold_here(hold.path)                    # a second call passes without waiting
-    cancelled = drivers.Hold(tmp_path / "c")
-    cancelled.cancel()
-    with pytest.raises(RuntimeError, match="cancelled"):
-        drivers.hold_here(cancelled.path)
-    hold.cancel()                                   # once cancelled, the calls that passed raise too
-    with pytest.raises(RuntimeError, match="^the held operation stopped here$"):
-        drivers.hold_gate(hold.path, cancelled_message="the held operation stopped here")()
 
 
 def test_a_missing_jar_is_refused_before_anything_starts(tmp_path) -> None:
@@ -73,11 +60,11 @@ def test_a_missing_jar_is_refused_before_anything_starts(tmp_path) -> None:
 
 def test_the_driver_has_its_settings_jars_and_environment(driver, spark) -> None:
     assert driver.wait_ready() > 0
-    settings = driver.call("deltalab.drivers.session_settings", ["spark.sql.shuffle.partitions", "spark.sql.extensions"])
+    settings = driver.call("driver_probes.session_settings", ["spark.sql.shuffle.partitions", "spark.sql.extensions"])
     assert settings == {"spark.sql.shuffle.partitions": "3", "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"}
-    assert driver.call("deltalab.drivers.class_path_has", PROBE) is True, "the extra jar is on the driver's class path"
-    assert driver.call("deltalab.drivers.class_path_has", "io.delta.tables.DeltaTable") is True, "next to Delta's"
-    assert drivers.class_path_has(spark, PROBE) is False, "and only there"
+    assert driver.call("driver_probes.class_path_has", PROBE) is True, "the extra jar is on the driver's class path"
+    assert driver.call("driver_probes.class_path_has", "io.delta.tables.DeltaTable") is True, "next to Delta's"
+    assert class_path_has(spark, PROBE) is False, "and only there"
     assert driver.call("os.getenv", "DELTALAB_PROBE", with_spark=False) == "from the kernel"
     assert driver.call("os.getpid", with_spark=False) != os.getpid()
 
@@ -105,7 +92,7 @@ def test_remote_errors_come_back_as_one_line(driver, tmp_path) -> None:
 
 def test_a_call_is_held_until_released(driver) -> None:
     hold = driver.hold("plain")
-    pending = driver.submit("deltalab.drivers.hold_here", hold.path, with_spark=False)
+    pending = driver.submit("deltalab.holds.hold_here", hold.path, with_spark=False)
     hold.wait_reached(pending)
     assert not pending.done, "held: no answer yet"
     hold.release()
@@ -136,9 +123,9 @@ def test_two_processes_race_for_one_commit_file_and_the_rename_refuses_the_loser
 def test_held_blind_appends_in_two_processes_both_commit(driver, spark, tmp_path) -> None:
     table = str(tmp_path / "appends")
     spark.createDataFrame([], "id long, writer int").write.format("delta").save(table)
-    holds = {w: drivers.Hold(tmp_path / f"append-{w}") for w in (0, 1)}
-    calls = {0: drivers.in_this_kernel(spark).submit("deltalab.concurrency.append_held", table, 0, 10, holds[0].path),
-             1: driver.submit("deltalab.concurrency.append_held", table, 1, 10, holds[1].path)}
+    holds = {w: Hold(tmp_path / f"append-{w}") for w in (0, 1)}
+    calls = {0: drivers.in_this_kernel(spark).submit("driver_probes.append_held", table, 0, 10, holds[0].path),
+             1: driver.submit("driver_probes.append_held", table, 1, 10, holds[1].path)}
     for w in (0, 1):
         holds[w].wait_reached(calls[w])
     assert latest_version(table) == 0, "both hold after their read, before any commit"
@@ -152,7 +139,7 @@ def test_held_blind_appends_in_two_processes_both_commit(driver, spark, tmp_path
 
 def test_stop_cancels_a_held_call_and_ends_every_process(driver) -> None:
     hold = driver.hold("at-stop")
-    pending = driver.submit("deltalab.drivers.hold_here", hold.path, with_spark=False)
+    pending = driver.submit("deltalab.holds.hold_here", hold.path, with_spark=False)
     hold.wait_reached(pending)
     tree = process_tree(driver.process.pid)
     assert any("java" in Path(f"/proc/{p.pid}/exe").resolve().name for p in tree if Path(f"/proc/{p.pid}").exists())

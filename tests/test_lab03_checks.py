@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalab.labs.lab03_checkpoints import CheckFailed, _table, check_checkpoint_active_files, check_log_segment
-from deltalab.log import checkpoint_versions, delta_log_segment
+from deltalab.jvm import delta_log_segment
+from deltalab.log import checkpoint_versions
 
 
 def segment(spark, path: str, version: int) -> tuple[int | None, list[int]]:

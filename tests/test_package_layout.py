@@ -1,10 +1,12 @@
-"""The layout of deltalab (src/deltalab/README.md): every module imports on its own, no module
-imports another in a cycle, and notebooks do not redefine what the package already has."""
+"""The layout of deltalab (src/deltalab/README.md): every module imports on its own, imports only
+modules of the rows above its own in the README's table, and notebooks do not redefine what the
+package already has."""
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,45 @@ def test_no_import_cycle():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def readme_rows() -> list[list[str]]:
+    """The module names of each row of src/deltalab/README.md's table, top to bottom, as dotted
+    patterns (``labs/labNN_topic`` stands for every lab module)."""
+    rows = []
+    for line in (PACKAGE / "README.md").read_text().splitlines():
+        if line.startswith("| `"):
+            first_column = line.split("|")[1]
+            rows.append(["deltalab" if name == "__init__" else "deltalab." + name.replace("/", ".")
+                         for name in re.findall(r"`([^`]+)`", first_column)])
+    return rows
+
+
+def readme_row_of(module: str, rows: list[list[str]]) -> int | None:
+    for index, names in enumerate(rows):
+        for name in names:
+            if module == name or re.fullmatch(re.escape(name).replace("NN_topic", r"\d\d_\w+"), module):
+                return index
+    return None
+
+
+def test_every_module_has_a_row_in_the_readme():
+    rows = readme_rows()
+    missing = [name for name in MODULES if readme_row_of(name, rows) is None]
+    assert not missing, f"src/deltalab/README.md's table does not name {missing}: add each where it belongs"
+
+
+def test_modules_import_only_the_rows_above_their_own():
+    rows = readme_rows()
+    wrong = []
+    for name, path in MODULES.items():
+        row = readme_row_of(name, rows)
+        for target in sorted(imported_modules(path) - {name}):
+            target_row = readme_row_of(target, rows)
+            if row is not None and target_row is not None and target_row >= row:
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, ("these imports go sideways or upwards in src/deltalab/README.md's table "
+                       f"(move the code, or the module's row): {wrong}")
 
 
 def package_functions() -> set[str]:

@@ -438,7 +438,8 @@ def lesson(kernel):
         from deltalab import get_spark, latest_version, workdir
         from deltalab import concurrency as cc
         from deltalab.files import complete_parquet_files
-        from deltalab.writers import kill_process_group, start_blocked_append, wait_until
+        from deltalab.processes import wait_until
+        from deltalab.writers import start_blocked_append
 
         spark = get_spark("robustness")
         wd = workdir("robustness")
@@ -446,7 +447,7 @@ def lesson(kernel):
         cc.make_pair_table(spark, held)
         writes = wd / "writes"
         spark.range(0, 10, 1, 1).write.format("delta").save(str(writes))
-        marker = wd / "writer-blocked"
+        writer_signals = wd / "_writer"
 
         def append_five_rows(start, gate=None):
             rows = spark.range(start, start + 5, 1, 1).withColumn("v", F.lit(0).cast("long"))
@@ -486,11 +487,11 @@ def test_an_interrupted_held_transaction_commits_nothing_and_the_cell_runs_again
 # Notebook 02's blocked writer; the interrupted run waits for a file that never lands.
 WRITER_CELL = """
     before_files = set(complete_parquet_files(writes))
-    writer = start_blocked_append(writes, rows=30, partitions=2, marker=marker)
-    print("writer", writer.pid, flush=True)
+    writer = start_blocked_append(writes, rows=30, partitions=2, signal_dir=writer_signals)
+    print("writer", writer.driver.process.pid, flush=True)
     landed = lambda: set(complete_parquet_files(writes)) - before_files
-    wait_until(lambda: marker.exists() and len(landed()) == {files}, timeout=300, what="{files} file(s) land")
-    exit_code = kill_process_group(writer)
+    wait_until(lambda: writer.blocked and len(landed()) == {files}, timeout=300, what="{files} file(s) land")
+    exit_code = writer.kill()
     assert exit_code == -9, "the writer process died of SIGKILL"
     print("writer killed after its first file landed")
 """
@@ -500,7 +501,7 @@ def blocked_writer(kernel: Kernel, msg_id: str) -> list[ProcessId]:
     """The writer's processes once its last task blocks: guardian, Python, JVM, PySpark's daemon and worker."""
     output, _ = kernel.read(msg_id, 300, until="\n")
     guardian = int(re.search(r"writer (\d+)", output).group(1))
-    poll(lambda: (kernel.wd / "writer-blocked").exists(), 300, "the writer's last task blocks")
+    poll(lambda: (kernel.wd / "_writer" / "hold-last-task.reached").exists(), 300, "the writer's last task blocks")
     tree = process_tree(guardian)
     assert any(is_spark_jvm(p.pid) for p in tree), [command_line(p.pid)[:200] for p in tree]
     assert any("pyspark.daemon" in command_line(p.pid) for p in tree), [command_line(p.pid)[:200] for p in tree]
@@ -562,8 +563,8 @@ def test_a_killed_kernel_takes_every_process_it_started_with_it(lesson, checkout
     """SIGKILL the kernel once a new writer's JVM runs (no need to wait for its whole session)."""
     kernel = lesson
     output, _ = kernel.read(kernel.start("""
-        writer = start_blocked_append(writes, rows=30, partitions=2, marker=marker)
-        print("writer", writer.pid, flush=True)
+        writer = start_blocked_append(writes, rows=30, partitions=2, signal_dir=writer_signals)
+        print("writer", writer.driver.process.pid, flush=True)
     """), 60)
     guardian = int(re.search(r"writer (\d+)", output).group(1))
     poll(lambda: any(is_spark_jvm(p.pid) for p in process_tree(guardian)), 300, "the writer's JVM runs")

@@ -13,7 +13,7 @@ import pytest
 from deltalab import latest_version, replay_log, workdir
 from deltalab import streaming as st
 from deltalab.errors import DeltaLabError
-from deltalab.log import delta_app_versions
+from deltalab.jvm import delta_app_versions
 
 SCHEMA = "id LONG, batch INT"
 

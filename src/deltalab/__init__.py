@@ -4,17 +4,18 @@ The course imports what it uses in most notebooks from the package itself::
 
     from deltalab import get_spark, workdir, check_parameters, show_tree, show_versions, read_log
 
-and the tools of one topic from their module (``deltalab.concurrency``, ``deltalab.writers``,
+and the tools of one topic from their module (``deltalab.concurrency``, ``deltalab.writers``, ``deltalab.jvm``,
 ``deltalab.curves``, ``deltalab.plots``, ``deltalab.schema``, ``deltalab.labs.lab02_log``, ...).
 See ``src/deltalab/README.md`` for the layout and where new code goes.
 """
 
 from deltalab.errors import DeltaLabError, SparkFailure, failure_of
-from deltalab.files import data_files, directory_files, orphan_data_files, show_tree, spark_files
+from deltalab.files import data_files, directory_files, orphan_data_files, read_table, show_tree, spark_files
 from deltalab.locations import dataset_path
 from deltalab.log import checkpoint_versions, commit_info, commit_versions, latest_version, read_log, replay_log
 from deltalab.params import check_parameters
-from deltalab.session import clear_delta_cache, get_spark, show_versions, stop_spark, temporary_conf
+from deltalab.jvm import clear_delta_cache
+from deltalab.session import get_spark, show_versions, temporary_conf
 from deltalab.skipping import file_stats, scan_metrics, skipping_effectiveness
 from deltalab.workdir import workdir
 
@@ -35,13 +36,13 @@ __all__ = [
     "latest_version",
     "orphan_data_files",
     "read_log",
+    "read_table",
     "replay_log",
     "scan_metrics",
     "show_tree",
     "show_versions",
     "skipping_effectiveness",
     "spark_files",
-    "stop_spark",
     "temporary_conf",
     "workdir",
 ]

@@ -8,24 +8,21 @@ lessons, so these helpers *hold* a transaction at a known point instead:
   (or its data). The gate is a Python UDF that blocks the first time it is evaluated until it is
   released. The operation has then started its transaction (it knows its read version) but cannot
   commit. Meanwhile the caller commits something else, then releases the gate.
-* :class:`JvmTransaction` drives Delta's ``OptimisticTransaction`` directly through the JVM, for
-  the one case no SQL operation reaches (removing files that were never read).
 * :func:`write_commit_file` calls the log store the way a commit does, optionally held inside it,
   and :func:`race_for_commit_file` races writers in separate drivers for one commit file
-  (:mod:`deltalab.drivers`); :func:`append_held` is a blind append held after its read.
+  (:mod:`deltalab.drivers`).
 * :func:`run_pair` / :func:`conflict_matrix` run every pair of operations and record what the
   second committer got, so the course's conflict matrix is measured, never typed
   (``deltalab.plots.style_conflict_matrix`` colours it).
 * :func:`retry_on_conflict` retries an operation on the conflicts it names.
 
 Writers in other threads and processes (blind appends, a writer killed mid-commit) are in
-:mod:`deltalab.writers`.
+:mod:`deltalab.writers`; Delta's own ``OptimisticTransaction``, driven by hand for the one case no
+SQL operation reaches (removing files that were never read), is ``deltalab.jvm.JvmTransaction``.
 
-Why files and not a ``threading.Event`` inside the UDF: Python UDFs run in PySpark *worker
-processes*, not in the driver's Python, so an Event object of the driver is not shared with them.
-The gate therefore signals through two small files (``reached`` and ``release``) in a directory
-the driver and the workers both see; the driver side uses a ``threading.Event`` to learn when the
-held operation's thread has finished.
+The gate is a hold (:mod:`deltalab.holds`): Python UDFs run in PySpark *worker processes*, not
+in the driver's Python, so it signals through marker files both see; the driver side uses a
+``threading.Event`` to learn when the held operation's thread has finished.
 """
 
 from __future__ import annotations
@@ -39,8 +36,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exception conversion
 
-from deltalab.drivers import Hold, hold_gate
 from deltalab.errors import DeltaLabError
+from deltalab.holds import Hold, hold_gate
+from deltalab.jvm import log_store_class_for
 from deltalab.log import commit_info, latest_version
 
 #: Every commit-conflict class of ``delta.exceptions``. They do NOT inherit from one another
@@ -371,60 +369,8 @@ def retry_on_conflict(operation: Callable[[], Any], retry_on: tuple[type[Excepti
 
 
 # --------------------------------------------------------------------------------------------
-# The JVM side: OptimisticTransaction and the log store
+# The log store, as a commit calls it
 # --------------------------------------------------------------------------------------------
-
-
-def _scala_list(spark: Any, items: Iterable[Any]) -> Any:
-    jvm = spark._jvm
-    java_list = jvm.java.util.ArrayList()
-    for item in items:
-        java_list.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toList()
-
-
-class JvmTransaction:
-    """Delta's ``OptimisticTransaction`` for one table, started now and committed by hand.
-
-    ``start_transaction()`` fixes the read version, exactly as every Delta command does first.
-    :meth:`remove_all_files` prepares RemoveFile actions from the transaction's snapshot
-    *without* recording a read (no ``filterFiles`` call), which is what a conflict on deleted
-    files alone needs. :meth:`commit` converts Delta's JVM conflicts to ``delta.exceptions``.
-    """
-
-    def __init__(self, spark: Any, path: str) -> None:
-        self.spark = spark
-        jvm = spark._jvm
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-        self._txn = delta_log.startTransaction()
-        self.read_version: int = int(self._txn.readVersion())
-
-    def remove_all_files(self) -> list[Any]:
-        """RemoveFile actions for every file of the read snapshot (read set stays empty)."""
-        files = self._txn.snapshot().allFiles().collectAsList()
-        return [files.get(i).remove() for i in range(files.size())]
-
-    def commit(self, actions: Sequence[Any]) -> int:
-        """Commit ``actions`` as a "Manual Update"; return the version written."""
-        from pyspark.errors.exceptions.captured import convert_exception
-        from py4j.protocol import Py4JJavaError
-
-        jvm = self.spark._jvm
-        operation = getattr(getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate$"), "MODULE$")
-        try:
-            return int(self._txn.commit(_scala_list(self.spark, actions), operation))
-        except Py4JJavaError as error:
-            converted = convert_exception(error.java_exception)
-            if isinstance(converted, CONFLICT_CLASSES):
-                raise converted from None
-            raise
-
-
-def log_store_class_for(spark: Any, scheme: str) -> str:
-    """The LogStore class Delta uses by default for a URI scheme (``file``, ``s3a``, ``gs``, ...)."""
-    module = getattr(getattr(spark._jvm.org.apache.spark.sql.delta.storage, "DelegatingLogStore$"), "MODULE$")
-    chosen = module.getDefaultLogStoreClassName(scheme)
-    return str(chosen.get()) if chosen.isDefined() else str(module.defaultHDFSLogStoreClassName())
 
 
 @dataclass
@@ -471,7 +417,7 @@ def write_commit_file(spark: Any, table_path: str, version: int, lines: Sequence
     it refuses a commit file that already exists (line 104, the pre-check), creates a hidden
     temporary file (line 110), writes the lines into it (117), and renames it to the commit
     file without overwrite, turning the rename's refusal into ``FileAlreadyExistsException``
-    (line 131). With ``hold`` (the path of a :class:`deltalab.drivers.Hold`) the write stops at
+    (line 131). With ``hold`` (the path of a :class:`deltalab.holds.Hold`) the write stops at
     its first look at the lines: past the pre-check, with its temporary file on disk.
     Runs in any driver (``Driver.submit("deltalab.concurrency.write_commit_file", ...)``).
     """
@@ -536,22 +482,3 @@ def race_for_commit_file(table_path: str, version: int, writers: dict[str, Any],
             hold.cancel()
         raise
     return CommitRace(attempts, held_listing)
-
-
-def append_held(spark: Any, path: str, writer: int, rows: int, hold: str) -> None:
-    """Blind-append ``rows`` rows tagged ``writer`` (labelled ``writer-N`` in commitInfo), stopping
-    at the hold ``hold`` (a :class:`deltalab.drivers.Hold` path) after Delta has taken its snapshot.
-
-    The hold is a filter on the appended rows, so the write has started its transaction (it
-    knows the version it read) but has written nothing yet. Runs in any driver.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType
-
-    gate = F.udf(hold_gate(hold), BooleanType(), useArrow=False)
-    (spark.range(0, rows, 1, 1)
-     .withColumn("writer", F.lit(writer))
-     .filter(gate(F.col("id")))
-     .write.format("delta").mode("append")
-     .option("userMetadata", f"writer-{writer}")
-     .save(path))

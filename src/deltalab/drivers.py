@@ -18,12 +18,15 @@ A command names a function by its dotted name; the driver calls it with its Spar
 JSON-able result, or its error, which the kernel raises as :class:`DriverCallError` (a
 ``DeltaLabError``) with the first line of the remote message.
 
-A :class:`Hold` is a known point a process stops at until the kernel releases it (marker files
-``<path>.reached``, ``<path>.release``, ``<path>.cancel``, as ``deltalab.concurrency.TransactionHold``
-uses): the driver's function calls :func:`hold_here` (or builds a gate UDF from
-:func:`hold_markers`), the kernel waits with :meth:`Hold.wait_reached` and lets it go with
-:meth:`Hold.release`. :func:`in_this_kernel` runs the same commands in a thread of the kernel,
-so a lesson can drive "this notebook" and "the other driver" with the same code.
+The driver stops at known points with the holds of :mod:`deltalab.holds` (``driver.hold(name)``
+gives a fresh one in its signal directory; stopping the driver cancels them all).
+:func:`in_this_kernel` runs the same commands in a thread of the kernel, so a lesson can drive
+"this notebook" and "the other driver" with the same code.
+
+This is the course's one way to run Python in another process: the writers of
+:mod:`deltalab.writers` (a writer killed mid-commit, blind appends from several processes), the
+streaming query of :mod:`deltalab.streaming` killed after its Delta commit, and notebook 11's
+writers on an object store are all drivers.
 
 Every file of the conversation lives in the driver's ``signal_dir``: ``spec.json`` (how to start),
 ``ready.json`` or ``failed.json``, ``call-NNNNNN.json`` and ``call-NNNNNN.result.json``, ``stop``,
@@ -46,33 +49,24 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deltalab.errors import DeltaLabError
+from deltalab.holds import POLL_SECONDS, STOP_MARKER, WAIT_LIMIT_SECONDS, Hold
 from deltalab.processes import end_process, start_owned, wait_until
 
 __all__ = [
     "Driver",
     "DriverCallError",
-    "Hold",
     "PendingCall",
-    "class_path_has",
-    "hold_gate",
-    "hold_here",
-    "hold_markers",
     "in_this_kernel",
-    "session_settings",
     "start_driver",
+    "stop_drivers",
 ]
 
-#: How long the kernel waits for a start, a call or a hold, and a held driver for its release
-#: (a safety net: a loaded two-core machine can take minutes to start a JVM).
-WAIT_LIMIT_SECONDS = 600.0
-#: How often the driver looks for a new command, and the kernel for an answer or a marker.
-POLL_SECONDS = 0.01
-
 #: How a driver is started: ``python -c DRIVER_MAIN SIGNAL_DIR`` (``-m deltalab.drivers`` would
-#: load this module twice, and a hold's state must live in the one the commands import).
+#: load this module twice: once as ``__main__``, once when a command imports it).
 DRIVER_MAIN = "import sys; from deltalab.drivers import main; sys.exit(main(sys.argv[1:]))"
 
-_SPEC, _READY, _FAILED, _STOP, _LOG = "spec.json", "ready.json", "failed.json", "stop", "driver.log"
+_SPEC, _READY, _FAILED, _LOG = "spec.json", "ready.json", "failed.json", "driver.log"
+_STOP = STOP_MARKER  # also cancels every hold of the signal directory
 
 
 class DriverCallError(DeltaLabError):
@@ -83,98 +77,6 @@ class DriverCallError(DeltaLabError):
         super().__init__(problem, fix)
         self.remote_class = remote_class
         self.remote_message = remote_message
-
-
-# --------------------------------------------------------------------------------------------
-# Holds: known points a process stops at
-# --------------------------------------------------------------------------------------------
-
-
-def hold_markers(path: str | os.PathLike[str]) -> tuple[str, str, str]:
-    """The marker files of the hold at ``path``: (reached, release, cancel)."""
-    path = os.fspath(path)
-    return f"{path}.reached", f"{path}.release", f"{path}.cancel"
-
-
-def hold_gate(path: str | os.PathLike[str], timeout_s: float = WAIT_LIMIT_SECONDS,
-              cancelled_message: str | None = None) -> Callable[[Any], bool]:
-    """A function that stops at the hold ``path`` the first time it is called, and returns True.
-
-    Only the first call waits (it creates ``<path>.reached`` atomically) until the kernel
-    releases the hold; later calls pass straight through, so as the body of a filter UDF it stops
-    one row of one task and the other operations can still run. Cancelling the hold, or stopping
-    the driver whose signal directory holds it, makes the waiting call, and every call after,
-    raise ``RuntimeError(cancelled_message)`` instead of going on, so nothing behind the gate
-    commits. The function is a closure of plain values, so Spark ships it by value to its Python
-    workers.
-    """
-    reached, release, cancel = hold_markers(path)
-    stop = os.path.join(os.path.dirname(os.fspath(path)), _STOP)
-    name, poll = os.path.basename(os.fspath(path)), POLL_SECONDS
-    cancelled = cancelled_message or f"the hold {name} was cancelled"
-
-    def gate(_value=None):  # no annotations: PySpark would try to read an eval type from them
-        import os as _os
-        import time as _time
-
-        try:
-            _os.close(_os.open(reached, _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
-        except FileExistsError:
-            if _os.path.exists(cancel) or _os.path.exists(stop):
-                raise RuntimeError(cancelled)
-            return True
-        deadline = _time.monotonic() + timeout_s
-        while not _os.path.exists(release):
-            if _os.path.exists(cancel) or _os.path.exists(stop):
-                raise RuntimeError(cancelled)
-            if _time.monotonic() > deadline:
-                raise TimeoutError(f"the hold {name} was never released")
-            _time.sleep(poll)
-        return True
-
-    return gate
-
-
-def hold_here(path: str | os.PathLike[str], timeout_s: float = WAIT_LIMIT_SECONDS) -> None:
-    """Stop at the hold ``path`` until the kernel releases it (the first call only: :func:`hold_gate`)."""
-    hold_gate(path, timeout_s)()
-
-
-class Hold:
-    """The kernel's side of a hold: a fresh marker path, waited for and released from here."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._reached, self._release, self._cancel = (Path(p) for p in hold_markers(self.path))
-        for marker in (self._reached, self._release, self._cancel):
-            marker.unlink(missing_ok=True)
-
-    @property
-    def reached(self) -> bool:
-        """True once a process stopped at this hold."""
-        return self._reached.exists()
-
-    def wait_reached(self, pending: "PendingCall | None" = None, timeout: float = WAIT_LIMIT_SECONDS) -> None:
-        """Wait until a process stopped here. With ``pending`` (the call expected to stop here), a
-        call that ends first raises its own error, or says it never reached the hold."""
-        def done() -> bool:
-            return self.reached or (pending is not None and pending.done)
-
-        wait_until(done, timeout, f"a process stops at the hold {Path(self.path).name}", interval=POLL_SECONDS)
-        if not self.reached and pending is not None:
-            pending.result(timeout=0)  # raises the call's error, if it failed
-            raise DeltaLabError(f"The call {pending.function} finished without stopping at the hold {self.path}.",
-                                fix="Pass the hold's path to the function, and make it call hold_here(path) "
-                                    "(or a gate built from hold_markers(path)) on its way.")
-
-    def release(self) -> None:
-        """Let the held process go on."""
-        self._release.touch()
-
-    def cancel(self) -> None:
-        """Make the held process raise at the hold instead of going on."""
-        self._cancel.touch()
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,6 +250,11 @@ class Driver:
         """A fresh :class:`Hold` in this driver's signal directory (pass ``.path`` to the function)."""
         return Hold(self.signal_dir / f"hold-{name}")
 
+    def kill(self) -> int:
+        """SIGKILL the driver now, with its JVM and everything it started, and return its exit code
+        (-9): a writer that dies in the middle of what it was doing."""
+        return end_process(self.process)
+
     def stop(self, timeout: float = 120.0) -> int:
         """Stop the driver's Spark session and the process; return its exit code.
 
@@ -395,6 +302,15 @@ def start_driver(name: str, signal_dir: str | os.PathLike[str], conf: dict[str, 
     return Driver(name, directory, process)
 
 
+def stop_drivers(drivers: Sequence[Driver], timeout: float = 120.0) -> list[int]:
+    """Stop several drivers at once (each stops its Spark session at the same time); return their
+    exit codes."""
+    for driver in drivers:
+        if driver.process.poll() is None:
+            (driver.signal_dir / _STOP).touch()
+    return [driver.stop(timeout) for driver in drivers]
+
+
 # --------------------------------------------------------------------------------------------
 # The same commands in a thread of this kernel
 # --------------------------------------------------------------------------------------------
@@ -429,23 +345,6 @@ def in_this_kernel(spark: Any) -> KernelRunner:
     """This kernel as the other side of a two-driver lesson: the same ``submit``/``call`` as a
     :class:`Driver`, run in threads on ``spark``."""
     return KernelRunner(spark)
-
-
-# --------------------------------------------------------------------------------------------
-# Functions a driver is often asked for
-# --------------------------------------------------------------------------------------------
-
-
-def session_settings(spark: Any, keys: list[str]) -> dict[str, str | None]:
-    """What the session has for each setting (None when unset): proof that settings took."""
-    return {key: spark.conf.get(key, None) for key in keys}
-
-
-def class_path_has(spark: Any, name: str) -> bool:
-    """True if the driver's JVM can load the class (``a.b.C``) or resource (``a/b/file.txt``) ``name``."""
-    resource = name if "/" in name else name.replace(".", "/") + ".class"
-    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    return loader.getResource(resource) is not None
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,18 +3,21 @@
 A Delta table is a folder. What is *in the table* is decided by the log (``deltalab.log``);
 what is *in the folder* can be more: files of failed or killed writers (orphans), files that
 DELETE or OPTIMIZE removed from the table but VACUUM has not deleted yet, checksums. This
-module answers the folder-side questions, and :func:`spark_files` asks Spark the table-side one.
+module answers the folder-side questions; :func:`read_table` and :func:`spark_files` ask Spark
+the table-side ones (its rows, and the data files it reads for them).
 """
 
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 from typing import Any
 
 from deltalab.errors import DeltaLabError
 from deltalab.locations import local_path
-from deltalab.log import read_log
+from deltalab.log import delta_log_dir, read_log
+from deltalab.session import active_spark
 
 
 def human_size(size: int) -> str:
@@ -122,6 +125,35 @@ def complete_parquet_files(directory: str | os.PathLike[str]) -> list[Path]:
     return done
 
 
+def read_table(table_path: str | os.PathLike[str], version: int | None = None, timestamp: str | None = None,
+               spark: Any = None, **options: Any) -> Any:
+    """The Delta table at ``table_path`` as a Spark DataFrame: the course's one way to read a table.
+
+    It is ``spark.read.format("delta")`` with ``versionAsOf`` (``version``) or ``timestampAsOf``
+    (``timestamp``, e.g. ``"2024-01-01 12:00:00"``) and any other reader option as a keyword
+    (``read_table(path, readChangeFeed="true", startingVersion=1)``), then ``.load(path)``. A local
+    folder that is not a Delta table is refused with a clear message before Spark is asked; a
+    version that does not exist gets Delta's own error. ``spark`` defaults to the kernel's session.
+    """
+    if version is not None and timestamp is not None:
+        raise DeltaLabError("read_table got both a version and a timestamp; a read travels to one of them.",
+                            fix="Pass version=N or timestamp='YYYY-MM-DD HH:MM:SS', not both.")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 0):
+        raise DeltaLabError(f"version={version!r} is not a table version.",
+                            fix="Pass a whole number from 0 up to the latest version (deltalab.latest_version(path)).")
+    location = os.fspath(table_path)
+    if "://" not in location or location.startswith("file:"):
+        delta_log_dir(local_path(location))  # raises: not a folder, or no _delta_log/
+    reader = active_spark(spark, "read_table needs Spark").read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
+    if timestamp is not None:
+        reader = reader.option("timestampAsOf", str(timestamp))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load(location)
+
+
 def spark_files(spark: Any, table_path: str | os.PathLike[str], version: int | None = None,
                 relative: bool = False) -> list[str]:
     """The data files Spark reads for the table at ``version`` (default latest), sorted.
@@ -129,10 +161,7 @@ def spark_files(spark: Any, table_path: str | os.PathLike[str], version: int | N
     As ``DataFrame.inputFiles()`` lists them (``file:`` URIs), or with ``relative=True`` as
     decoded paths relative to the table folder, the form :func:`data_files` uses.
     """
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    uris = reader.load(str(table_path)).inputFiles()
+    uris = read_table(table_path, version=version, spark=spark).inputFiles()
     if not relative:
         return sorted(uris)
     root = Path(local_path(str(table_path))).resolve()

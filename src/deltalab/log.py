@@ -17,8 +17,10 @@ check the result against what Spark reads.
 * :func:`commit_versions`, :func:`latest_version`, :func:`checkpoint_versions` and
   :func:`commit_info` answer the small questions (which versions, which checkpoints, who
   wrote commit N) without reading more than they need.
-* :func:`delta_log_segment` asks Delta itself (through the JVM) which files its snapshot of a
-  version is built from, to compare with the above.
+
+Delta's own answers to the same questions (which files its snapshot of a version is built from,
+the ``txn`` versions it knows) are asked of the JVM in :mod:`deltalab.jvm`, so this module
+needs no Spark.
 
 Every name in ``_delta_log/`` is recognised by one rule (the regular expressions below).
 
@@ -38,20 +40,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from deltalab.errors import DeltaLabError
-from deltalab.locations import file_name, local_path
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
 __all__ = [
     "DeltaLog",
-    "LogSegment",
     "TableState",
     "checkpoint_versions",
     "commit_info",
     "commit_versions",
-    "delta_app_versions",
-    "delta_log_segment",
     "dv_id",
     "latest_version",
     "list_log_files",
@@ -571,65 +569,3 @@ def replay_log(
             fix="Restore the missing commit or checkpoint files from a backup.",
         )
     return state
-
-
-@dataclass(frozen=True)
-class LogSegment:
-    """The log files Delta's own snapshot of one version is built from.
-
-    ``checkpoint_version`` is None when the snapshot replays from commit 0; the file lists
-    hold bare file names, as ``_delta_log/`` shows them.
-    """
-
-    version: int
-    checkpoint_version: int | None
-    checkpoint_files: list[str]
-    commit_versions: list[int]
-    commit_files: list[str]
-
-
-def delta_log_segment(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> LogSegment:
-    """Ask Delta (in the JVM) which checkpoint and commit files it reads for ``version`` (default latest).
-
-    This is Delta's ``Snapshot.logSegment``: the answer :func:`replay_log`'s ``log_files_read``
-    and the labs are compared with.
-    """
-    from deltalab.session import jvm_delta_log
-
-    target = latest_version(table_path) if version is None else version
-    log = jvm_delta_log(spark, local_path(str(table_path)))
-    none = getattr(log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
-    segment = log.getSnapshotAt(target, none, none, False).logSegment()
-    provider = segment.checkpointProvider()
-    checkpoint = int(provider.version())  # -1 when there is no checkpoint
-    top_level = provider.topLevelFiles()
-    checkpoint_files = [file_name(top_level.apply(i).getPath().toString()) for i in range(top_level.size())]
-    deltas = segment.deltas()
-    commit_files = [file_name(deltas.apply(i).getPath().toString()) for i in range(deltas.size())]
-    return LogSegment(
-        version=int(target),
-        checkpoint_version=None if checkpoint < 0 else checkpoint,
-        checkpoint_files=checkpoint_files,
-        commit_versions=[int(name[:20]) for name in commit_files],
-        commit_files=commit_files,
-    )
-
-
-def delta_app_versions(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> dict[str, int]:
-    """Ask Delta (in the JVM) for the last ``txn`` version of each appId at ``version`` (default latest).
-
-    This is Delta's ``Snapshot.transactions``, what its streaming sink and idempotent writes
-    consult before they write: the answer :func:`replay_log`'s ``app_versions`` and the labs
-    are compared with.
-    """
-    from deltalab.session import jvm_delta_log
-
-    target = latest_version(table_path) if version is None else version
-    log = jvm_delta_log(spark, local_path(str(table_path)))
-    none = getattr(log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
-    entries = log.getSnapshotAt(target, none, none, False).transactions().iterator()
-    versions = {}
-    while entries.hasNext():
-        entry = entries.next()
-        versions[str(entry._1())] = int(entry._2())
-    return versions

@@ -37,12 +37,13 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote
 
-from deltalab.drivers import DriverCallError, Hold, PendingCall, hold_gate
+from deltalab.drivers import DriverCallError, PendingCall
 from deltalab.errors import DeltaLabError
+from deltalab.holds import Hold, cancel_reached, hold_gate
 from deltalab.processes import end_process, start_owned, wait_until
 
 __all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "ObjectStore", "Request", "RequestRace", "append_with_delta_rs",
-           "delta_rs_options", "load_snapshot", "race_at_requests", "start_object_store"]
+           "delta_rs_options", "race_at_requests", "start_object_store"]
 
 #: The credentials and region every client of the local server uses (moto accepts any).
 ACCESS_KEY = "deltalab"
@@ -284,7 +285,7 @@ class ObjectStore:
         """Make the server stop the next ``count`` requests whose method is ``method``, whose
         path (``/bucket/key``) matches the regular expression ``key_pattern`` and, if given, whose
         DynamoDB operation is ``operation`` (``"UpdateItem"``), before it handles them. Returns
-        one :class:`deltalab.drivers.Hold` per request, in the order they arrive:
+        one :class:`deltalab.holds.Hold` per request, in the order they arrive:
         ``wait_reached()`` on each, then ``release()`` them in the order the lesson needs."""
         if count < 1:
             raise DeltaLabError(f"count must be at least 1, not {count}.", fix="Hold one request or more.")
@@ -308,8 +309,7 @@ class ObjectStore:
 
     def stop(self) -> int:
         """Stop the server (and anything it held); return its exit status."""
-        for marker in (self.directory / _HOLDS).glob("*.reached"):
-            Path(str(marker)[: -len(".reached")] + ".cancel").touch()
+        cancel_reached(self.directory / _HOLDS)
         return end_process(self.process)
 
     def __enter__(self) -> "ObjectStore":
@@ -372,18 +372,6 @@ def _wait_until_it_answers(store: ObjectStore, timeout: float) -> None:
         return True
 
     wait_until(answers, timeout, "the local S3 server answers", interval=0.05)
-
-
-def load_snapshot(spark: Any, path: str) -> dict[str, int]:
-    """Load the table's state from its log as a new reader does (Delta's cache emptied first):
-    find the latest version, then read the checkpoint and commits it needs to know the table's
-    files. Returns the version and the number of files; the requests it made show in the
-    server's request log. Runs in any driver."""
-    from deltalab.session import clear_delta_cache, jvm_delta_log
-
-    clear_delta_cache(spark)
-    snapshot = jvm_delta_log(spark, path).unsafeVolatileSnapshot()
-    return {"version": int(snapshot.version()), "files": int(snapshot.numOfFiles())}
 
 
 # --------------------------------------------------------------------------------------------

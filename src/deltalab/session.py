@@ -1,11 +1,12 @@
 """One quiet, Delta-enabled Spark session per kernel, and the handles into it the course needs.
 
 * :func:`get_spark` starts (once) or returns the kernel's session; :func:`active_spark` finds
-  the running one for helpers that take ``spark=None``;
+  the running one for helpers that take ``spark=None`` (:func:`running_spark`: or None);
 * :func:`temporary_conf` sets session settings for one block;
-* :func:`jvm_delta_log` and :func:`clear_delta_cache` reach Delta's own ``DeltaLog`` in the JVM,
-  for the few lessons that compare the course's pure-Python reading of the log with Delta's;
 * :func:`show_versions` prints what a notebook was checked with.
+
+Delta's own classes in that session's JVM (``DeltaLog``, snapshots, transactions) are reached
+through :mod:`deltalab.jvm`.
 """
 
 from __future__ import annotations
@@ -365,15 +366,11 @@ def temporary_conf(spark, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def stop_spark() -> None:
-    """Stop the kernel's session (tests and scripts; notebooks keep theirs until the kernel ends)."""
-    global _session
+def running_spark():
+    """The session running in this process (the kernel's), or None."""
     from pyspark.sql import SparkSession
 
-    spark = _session or SparkSession.getActiveSession()
-    if spark is not None:
-        spark.stop()
-    _session = None
+    return _session if _session is not None else SparkSession.getActiveSession()
 
 
 def active_spark(spark=None, what: str = "This call needs Spark"):
@@ -381,38 +378,13 @@ def active_spark(spark=None, what: str = "This call needs Spark"):
     in the error raised when there is none."""
     if spark is not None:
         return spark
-    from pyspark.sql import SparkSession
-
-    running = _session if _session is not None else SparkSession.getActiveSession()
+    running = running_spark()
     if running is None:
         raise DeltaLabError(
             f"{what}, but no Spark session is running.",
             fix="Run the setup cell at the top of the notebook (spark = get_spark(...)) first, or pass spark=...",
         )
     return running
-
-
-def jvm_delta_log(spark, table_path: str | os.PathLike[str]):
-    """Delta's own ``DeltaLog`` (a JVM object) for the table at ``table_path``.
-
-    Lessons use it to compare the course's reading of the log with Delta's: its snapshots,
-    log segments and transactions (``startTransaction()``).
-    """
-    jvm = spark.sparkContext._jvm
-    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, str(table_path))
-
-
-def clear_delta_cache(spark=None) -> None:
-    """Forget Delta's cached table states (a table changed behind Delta's back reads fresh).
-
-    Does nothing when no session runs: then nothing is cached.
-    """
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = _session if _session is not None else SparkSession.getActiveSession()
-    if spark is not None:
-        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 def added_jars(spark) -> list[str]:

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ContextManager, Sequence
 
-from deltalab.drivers import Driver, hold_gate, hold_here, hold_markers
+from deltalab.drivers import Driver
 from deltalab.errors import DeltaLabError
+from deltalab.holds import hold_gate, hold_here, hold_markers
 from deltalab.log import commit_versions, latest_version, read_log
-from deltalab.processes import end_process, wait_until
+from deltalab.processes import wait_until
 from deltalab.session import temporary_conf
 
 __all__ = [
@@ -245,6 +246,6 @@ def kill_after_delta_commit(driver: Driver, landing: str | os.PathLike[str], sch
         pending.result(timeout=0)
     # The commit file is there; Spark cannot record the batch while this process holds its lock.
     batches = checkpoint_batches(checkpoint)
-    exit_code = end_process(driver.process)
+    exit_code = driver.kill()
     return CrashReport(table_version=before + 1, batch_id=next_batch, planned=next_batch in batches["offsets"],
                        finished=next_batch in batches["commits"], exit_code=exit_code)

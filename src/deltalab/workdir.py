@@ -19,7 +19,7 @@ from pathlib import Path
 from deltalab.errors import DeltaLabError
 from deltalab.locations import WORKDIR_ENV, work_root, workdir_lock_path
 from deltalab.processes import describe_process
-from deltalab.session import clear_delta_cache
+from deltalab.jvm import clear_delta_cache
 
 try:
     import fcntl

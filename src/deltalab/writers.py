@@ -1,65 +1,42 @@
 """Writers in other processes and threads: a writer killed mid-commit, and concurrent blind appends.
 
 Some lessons need a second writer that is really separate: its own Python process, its own
-Spark session and JVM. This module starts them, holds them at known points with marker files
-(never with sleeps and hopes), and ends them:
+Spark session and JVM. Each one here is a second driver (:mod:`deltalab.drivers`), stopped at
+known points with holds (:mod:`deltalab.holds`), never with sleeps and hopes:
 
-* :func:`start_blocked_append` starts a writer that appends ``partitions`` files and blocks in
-  the task of the last one, after signalling so; :func:`kill_process_group` then SIGKILLs it.
-  This is the book's figure 2-5 ("failure during a write"): the files that landed stay on disk
-  and no reader ever sees them, because no commit names them.
-* :func:`append_from_processes` starts several writer processes that each append once, released
-  together by a "go" file; :func:`append_from_threads` does the same with threads on one session.
+* :func:`start_blocked_append` starts a writer that appends ``partitions`` files and stops in
+  the task of the last one; :meth:`BlockedAppend.kill` then SIGKILLs it. This is the book's
+  figure 2-5 ("failure during a write"): the files that landed stay on disk and no reader ever
+  sees them, because no commit names them.
+* :func:`append_from_processes` starts several writer processes and, once all of them run Spark,
+  has each append once at the same moment; :func:`append_from_threads` does the same with
+  threads on one session.
 
-Every writer process runs ``python -m deltalab.writers ...`` under a guardian
-(:func:`deltalab.processes.start_owned`): it ends, with its JVM and Python workers, when the
-kernel that started it ends, and when the cell waiting for it (:func:`wait_until`) is interrupted.
+Like every driver, a writer ends with the kernel that started it, and when the cell waiting for
+it (``deltalab.processes.wait_until``) is interrupted.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from deltalab.drivers import Driver, DriverCallError, PendingCall, start_driver, stop_drivers
 from deltalab.errors import DeltaLabError
-from deltalab.processes import end_process, live_group_members, start_owned, wait_until
+from deltalab.holds import WAIT_LIMIT_SECONDS, Hold, hold_gate
 
 __all__ = [
+    "BlockedAppend",
     "append_from_processes",
     "append_from_threads",
     "append_rows",
-    "kill_process_group",
-    "live_group_members",
     "start_blocked_append",
-    "wait_until",
 ]
 
-#: How long a writer waits at a marker before giving up on its own (a safety net, never reached
-#: when the notebook drives it as it should; a loaded machine can be slow).
-WAIT_LIMIT_SECONDS = 600.0
-
 # The blocked writers this process started; a new one ends those an interrupted cell left behind.
-_BLOCKED: list[subprocess.Popen[bytes]] = []
-
-
-def _start_writer(arguments: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m deltalab.writers ARGUMENTS`` under a guardian, output to ``log_path``."""
-    return start_owned([sys.executable, "-m", "deltalab.writers", *arguments], log_path)
-
-
-def kill_process_group(process: subprocess.Popen[bytes], timeout: float = 60) -> int:
-    """SIGKILL the writer with every process it started and wait for them to end; return its exit code.
-
-    Also waits until none of them runs any more (the writer's JVM and Python workers), so that
-    nothing keeps running or writing after this returns.
-    """
-    return end_process(process, timeout)
+_BLOCKED: list[Driver] = []
 
 
 # --------------------------------------------------------------------------------------------
@@ -67,14 +44,39 @@ def kill_process_group(process: subprocess.Popen[bytes], timeout: float = 60) ->
 # --------------------------------------------------------------------------------------------
 
 
+class BlockedAppend:
+    """A writer process whose append stops in the task of its last file (:func:`start_blocked_append`)."""
+
+    def __init__(self, driver: Driver, hold: Hold, pending: PendingCall) -> None:
+        self.driver = driver
+        self.hold = hold
+        self._pending = pending
+
+    def __repr__(self) -> str:
+        return f"BlockedAppend(pid {self.driver.process.pid}, {'blocked' if self.hold.reached else 'running'})"
+
+    @property
+    def blocked(self) -> bool:
+        """True once the last task stopped at its hold. An append that failed before raises its error."""
+        if self.hold.reached:
+            return True
+        if self._pending.done:
+            self.hold.wait_reached(self._pending, timeout=0)  # raises why it never blocked
+        return False
+
+    def kill(self) -> int:
+        """SIGKILL the writer with its JVM and Python workers; return its exit code (-9)."""
+        return self.driver.kill()
+
+
 def start_blocked_append(table_path: str | os.PathLike[str], rows: int, partitions: int,
-                         marker: str | os.PathLike[str]) -> subprocess.Popen[bytes]:
+                         signal_dir: str | os.PathLike[str]) -> BlockedAppend:
     """Start a writer process that appends ``rows`` rows in ``partitions`` files and hangs on the last.
 
-    A Python UDF lets every partition through except the last one, whose task creates
-    ``marker`` and then waits. Poll with :func:`wait_until` until the marker exists and the
-    other ``partitions - 1`` files are complete (``deltalab.files.complete_parquet_files``),
-    then call :func:`kill_process_group`. The writer's output goes to ``<marker>.log``.
+    Returns at once. Every task but the last one writes its file; the last one stops at a hold
+    that is never released. Poll with ``wait_until`` until :attr:`BlockedAppend.blocked` and the
+    other ``partitions - 1`` files are complete (``deltalab.files.complete_parquet_files``), then
+    call :meth:`BlockedAppend.kill`. The writer's output is ``signal_dir/driver.log``.
     """
     if partitions < 2:
         raise DeltaLabError(
@@ -83,31 +85,30 @@ def start_blocked_append(table_path: str | os.PathLike[str], rows: int, partitio
             fix="Pass partitions >= 2.",
         )
     for leftover in _BLOCKED:  # a cell interrupted before it killed its writer
-        if leftover.poll() is None:
-            end_process(leftover)
+        if leftover.process.poll() is None:
+            leftover.kill()
     _BLOCKED.clear()
-    marker = Path(marker)
-    marker.unlink(missing_ok=True)
-    writer = _start_writer(["blocked-append", str(table_path), str(rows), str(partitions), str(marker)],
-                           Path(f"{marker}.log"))
-    _BLOCKED.append(writer)
-    return writer
+    driver = start_driver("crash_writer", signal_dir)
+    _BLOCKED.append(driver)
+    hold = driver.hold("last-task")
+    pending = driver.submit("deltalab.writers.append_blocking_last_task", os.fspath(table_path), rows, partitions,
+                            hold.path)
+    return BlockedAppend(driver, hold, pending)
 
 
-def _blocked_append_main(table_path: str, rows: int, partitions: int, marker: str) -> None:
+def append_blocking_last_task(spark: Any, table_path: str, rows: int, partitions: int, hold: str) -> None:
+    """Run in a driver: append ``rows`` rows in ``partitions`` files; the task of the last file
+    stops at ``hold`` (a :class:`deltalab.holds.Hold` path) and is never meant to go on."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    from deltalab.session import get_spark
-
-    spark = get_spark("crash_writer")
     last = partitions - 1
+    wait = hold_gate(hold)  # a closure of plain values: Spark ships it to its Python workers
 
     def gate(partition_id: int, value: int) -> int:
         if partition_id == last:
-            Path(marker).touch()  # tell the notebook this task is now blocked
-            time.sleep(WAIT_LIMIT_SECONDS)  # killed long before; the owner watch ends us if the notebook goes
-            raise RuntimeError("the blocked writer was never killed")
+            wait()
+            raise RuntimeError("the blocked writer was released: it should have been killed")
         return value
 
     gate_udf = F.udf(gate, LongType())
@@ -132,7 +133,8 @@ def append_rows(spark: Any, path: str, writer: int, rows: int) -> None:
 
 
 def append_from_threads(spark: Any, path: str, writers: int, rows: int) -> list[BaseException]:
-    """``writers`` threads on one session, released together by a barrier, each append once."""
+    """``writers`` threads on one session, released together by a barrier, each append once.
+    Returns the errors they raised (none: every append committed)."""
     barrier = threading.Barrier(writers)
     errors: list[BaseException] = []
 
@@ -152,72 +154,27 @@ def append_from_threads(spark: Any, path: str, writers: int, rows: int) -> list[
 
 
 def append_from_processes(path: str, writers: int, rows: int, first_writer: int, signal_dir: Path | str,
-                          timeout_s: float = 300.0) -> list[int]:
-    """``writers`` separate Python processes, each with its own Spark session, append once.
+                          timeout_s: float = 300.0) -> list[DriverCallError]:
+    """``writers`` separate processes, each with its own Spark session (``local[1]``), append once.
 
-    Each process starts Spark, says it is ready, and waits for a common "go" file so the
-    appends overlap. Returns the exit codes (0 = committed).
+    The appends are sent to all of them at the same moment, once every one has started Spark,
+    so they overlap. Writer ``i`` tags its rows ``first_writer + i``. Returns the errors the
+    appends raised (none: every append committed); the processes are stopped before it returns.
     """
     signal_dir = Path(signal_dir)
-    shutil.rmtree(signal_dir, ignore_errors=True)
-    signal_dir.mkdir(parents=True)
-    procs: list[subprocess.Popen[bytes]] = []
+    started = [start_driver(f"writer-{first_writer + index}", signal_dir / f"writer-{index}", master="local[1]")
+               for index in range(writers)]
     try:
-        for index in range(writers):
-            procs.append(_start_writer(["append", path, str(first_writer + index), str(rows), str(signal_dir)],
-                                       signal_dir / f"writer-{index}.log"))
-        deadline = time.monotonic() + timeout_s
-        while len(list(signal_dir.glob("ready-*"))) < writers:
-            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        (signal_dir / "go").touch()
-        codes = []
-        for proc in procs:
+        for driver in started:
+            driver.wait_ready(timeout_s)
+        calls = [driver.submit("deltalab.writers.append_rows", path, first_writer + index, rows)
+                 for index, driver in enumerate(started)]
+        errors = []
+        for call in calls:
             try:
-                codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                codes.append(kill_process_group(proc))
-        return codes
-    except BaseException:  # interrupted (KeyboardInterrupt) or failed: no writer keeps appending
-        for proc in procs:
-            if proc.poll() is None:
-                kill_process_group(proc)
-        raise
-
-
-def _append_main(path: str, writer: str, rows: str, signal_dir: str) -> None:
-    from deltalab.session import get_spark
-
-    spark = get_spark(f"writer-{writer}", master="local[1]")
-    Path(signal_dir, f"ready-{writer}").touch()
-    wait_until(lambda: Path(signal_dir, "go").exists(), WAIT_LIMIT_SECONDS, "the go signal", interval=0.02)
-    append_rows(spark, path, int(writer), int(rows))
-    spark.stop()
-
-
-# --------------------------------------------------------------------------------------------
-# The writer processes' entry point
-# --------------------------------------------------------------------------------------------
-
-
-USAGE = (
-    "usage: python -m deltalab.writers blocked-append TABLE ROWS PARTITIONS MARKER\n"
-    "       python -m deltalab.writers append TABLE WRITER ROWS SIGNAL_DIR"
-)
-
-
-def main(argv: list[str]) -> int:
-    """``python -m deltalab.writers``: only the helpers above start it."""
-    commands = {"blocked-append": (4, lambda a: _blocked_append_main(a[0], int(a[1]), int(a[2]), a[3])),
-                "append": (4, lambda a: _append_main(*a))}
-    if not argv or argv[0] not in commands or len(argv) != commands[argv[0]][0] + 1:
-        print(USAGE, file=sys.stderr)
-        return 2
-    count, run = commands[argv[0]]
-    run(argv[1:1 + count])
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+                call.result(timeout_s)
+            except DriverCallError as error:
+                errors.append(error)
+        return errors
+    finally:  # also when interrupted: no writer keeps appending
+        stop_drivers(started)

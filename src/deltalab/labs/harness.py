@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.errors import DeltaLabError, first_line
-from deltalab.session import active_spark, clear_delta_cache
+from deltalab.jvm import clear_delta_cache
+from deltalab.session import active_spark
 from deltalab.workdir import workdir
 
 __all__ = [

@@ -6,7 +6,7 @@ leave tombstones in the checkpoints), plus a copy of it whose commits 0 to 2 wer
 They compare the student's answers with Delta itself:
 
 * :func:`check_log_segment` with the *log segment* of Delta's snapshot at each version
-  (``deltalab.log.delta_log_segment``, read through the JVM as in notebook 03);
+  (``deltalab.jvm.delta_log_segment``, read through the JVM as in notebook 03);
 * :func:`check_checkpoint_active_files` with Spark's ``inputFiles()`` at ``versionAsOf`` the
   checkpoint's version.
 
@@ -28,7 +28,8 @@ from deltalab.files import spark_files
 from deltalab.labs.harness import (CheckFailed, append_events, call_student, clean_up_commits, file_set_difference,
                                    fresh_dir, lab_spark, passed, short_repr)
 from deltalab.locations import file_name
-from deltalab.log import checkpoint_versions, delta_log_segment
+from deltalab.jvm import delta_log_segment
+from deltalab.log import checkpoint_versions
 
 __all__ = [
     "CheckFailed",

@@ -35,7 +35,8 @@ from deltalab.labs.harness import CheckFailed, call_student, fresh_dir, lab_spar
 from deltalab.locations import local_path
 from deltalab.log import latest_version
 from deltalab.workdir import workdir
-from deltalab.writers import kill_process_group, start_blocked_append, wait_until
+from deltalab.processes import wait_until
+from deltalab.writers import start_blocked_append
 
 __all__ = [
     "PREDICTION_PAIRS",
@@ -400,13 +401,12 @@ def _kill_writer(table: Path, partitions: int = 3) -> set[str]:
     """Start a writer that appends ``partitions`` files, SIGKILL it once all but one landed; return
     the files it left (relative paths)."""
     before = set(complete_parquet_files(table))
-    marker = table.parent / "writer-blocked"
-    writer = start_blocked_append(table, rows=30, partitions=partitions, marker=marker)
+    writer = start_blocked_append(table, rows=30, partitions=partitions, signal_dir=table.parent / "_writer")
     try:
-        wait_until(lambda: marker.exists() and len(set(complete_parquet_files(table)) - before) == partitions - 1,
+        wait_until(lambda: writer.blocked and len(set(complete_parquet_files(table)) - before) == partitions - 1,
                    timeout=300, what=f"the writer's last task blocks and {partitions - 1} Parquet files land")
     finally:
-        kill_process_group(writer)
+        writer.kill()
     landed = set(table.rglob("part-*.parquet")) - before
     return {p.relative_to(table).as_posix() for p in landed}
 

@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from deltalab.errors import first_line, spark_failure
 from deltalab.labs.harness import CheckFailed, call_student, clean_up_commits, fresh_dir, lab_spark, passed, short_repr
-from deltalab.log import delta_app_versions, latest_version
+from deltalab.jvm import delta_app_versions
+from deltalab.log import latest_version
 from deltalab.streaming import checkpoint_batches, drop_landing_file, query_id, run_available
 
 __all__ = ["CLASSIFICATIONS", "CheckFailed", "check_committed_batches", "check_upsert_classifications"]

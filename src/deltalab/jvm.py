@@ -1,0 +1,182 @@
+"""Delta's own answers, asked of its classes in the JVM.
+
+The course reads the log in pure Python (:mod:`deltalab.log`) and checks what it finds against
+what Delta itself says. This module is the one place that reaches into Delta's Scala classes
+through PySpark's py4j gateway, so a change of Delta's internals is mended here once:
+
+* :func:`delta_log` is Delta's ``DeltaLog`` of a table, :func:`clear_delta_cache` forgets every
+  cached one (a table changed behind Delta's back reads fresh);
+* :func:`delta_log_segment` and :func:`delta_app_versions` are what a snapshot of one version is
+  built from (its checkpoint and commit files) and the ``txn`` versions it knows;
+* :func:`load_snapshot` loads a table's state as a new reader does (on an object store, its
+  requests show in the server's request log);
+* :class:`JvmTransaction` is Delta's ``OptimisticTransaction``, started and committed by hand,
+  for the one conflict no SQL operation reaches;
+* :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme.
+
+None of these is public API of Delta: they are what its own commands call, read from Delta
+4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
+``DelegatingLogStore.scala``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from deltalab.locations import file_name, local_path
+from deltalab.log import latest_version
+from deltalab.session import running_spark
+
+__all__ = [
+    "JvmTransaction",
+    "LogSegment",
+    "clear_delta_cache",
+    "delta_app_versions",
+    "delta_log",
+    "delta_log_segment",
+    "load_snapshot",
+    "log_store_class_for",
+]
+
+
+def _delta(spark: Any) -> Any:
+    """The JVM package ``org.apache.spark.sql.delta``."""
+    return spark.sparkContext._jvm.org.apache.spark.sql.delta
+
+
+def delta_log(spark: Any, table_path: str | os.PathLike[str]) -> Any:
+    """Delta's own ``DeltaLog`` (a JVM object) for the table at ``table_path`` (a path or a URI)."""
+    return _delta(spark).DeltaLog.forTable(spark._jsparkSession, str(table_path))
+
+
+def clear_delta_cache(spark: Any = None) -> None:
+    """Forget Delta's cached table states (a table changed behind Delta's back reads fresh).
+
+    Does nothing when no session runs: then nothing is cached.
+    """
+    spark = spark if spark is not None else running_spark()
+    if spark is not None:
+        _delta(spark).DeltaLog.clearCache()
+
+
+def _snapshot_at(spark: Any, table_path: str | os.PathLike[str], version: int | None) -> Any:
+    """Delta's ``Snapshot`` of a local table at ``version`` (default: the latest)."""
+    target = latest_version(table_path) if version is None else version
+    log = delta_log(spark, local_path(str(table_path)))
+    none = getattr(log, "getSnapshotAt$default$2")()  # Scala's None for the optional arguments
+    return log.getSnapshotAt(target, none, none, False)
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The log files Delta's own snapshot of one version is built from.
+
+    ``checkpoint_version`` is None when the snapshot replays from commit 0; the file lists
+    hold bare file names, as ``_delta_log/`` shows them.
+    """
+
+    version: int
+    checkpoint_version: int | None
+    checkpoint_files: list[str]
+    commit_versions: list[int]
+    commit_files: list[str]
+
+
+def delta_log_segment(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> LogSegment:
+    """Ask Delta which checkpoint and commit files it reads for ``version`` (default latest).
+
+    This is Delta's ``Snapshot.logSegment``: the answer ``deltalab.log.replay_log``'s
+    ``log_files_read`` and the labs are compared with.
+    """
+    snapshot = _snapshot_at(spark, table_path, version)
+    segment = snapshot.logSegment()
+    provider = segment.checkpointProvider()
+    checkpoint = int(provider.version())  # -1 when there is no checkpoint
+    top_level = provider.topLevelFiles()
+    checkpoint_files = [file_name(top_level.apply(i).getPath().toString()) for i in range(top_level.size())]
+    deltas = segment.deltas()
+    commit_files = [file_name(deltas.apply(i).getPath().toString()) for i in range(deltas.size())]
+    return LogSegment(
+        version=int(snapshot.version()),
+        checkpoint_version=None if checkpoint < 0 else checkpoint,
+        checkpoint_files=checkpoint_files,
+        commit_versions=[int(name[:20]) for name in commit_files],
+        commit_files=commit_files,
+    )
+
+
+def delta_app_versions(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> dict[str, int]:
+    """Ask Delta for the last ``txn`` version of each appId at ``version`` (default latest).
+
+    This is Delta's ``Snapshot.transactions``, what its streaming sink and idempotent writes
+    consult before they write: the answer ``deltalab.log.replay_log``'s ``app_versions`` and
+    the labs are compared with.
+    """
+    entries = _snapshot_at(spark, table_path, version).transactions().iterator()
+    versions = {}
+    while entries.hasNext():
+        entry = entries.next()
+        versions[str(entry._1())] = int(entry._2())
+    return versions
+
+
+def load_snapshot(spark: Any, path: str) -> dict[str, int]:
+    """Load the table's state from its log as a new reader does (Delta's cache emptied first):
+    find the latest version, then read the checkpoint and commits it needs to know the table's
+    files. Returns the version and the number of files; on the local object store the requests
+    it made show in the server's request log. Runs in any driver."""
+    clear_delta_cache(spark)
+    snapshot = delta_log(spark, path).unsafeVolatileSnapshot()
+    return {"version": int(snapshot.version()), "files": int(snapshot.numOfFiles())}
+
+
+def log_store_class_for(spark: Any, scheme: str) -> str:
+    """The LogStore class Delta uses by default for a URI scheme (``file``, ``s3a``, ``gs``, ...)."""
+    module = getattr(getattr(_delta(spark).storage, "DelegatingLogStore$"), "MODULE$")
+    chosen = module.getDefaultLogStoreClassName(scheme)
+    return str(chosen.get()) if chosen.isDefined() else str(module.defaultHDFSLogStoreClassName())
+
+
+def _scala_list(spark: Any, items: Iterable[Any]) -> Any:
+    jvm = spark._jvm
+    java_list = jvm.java.util.ArrayList()
+    for item in items:
+        java_list.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toList()
+
+
+class JvmTransaction:
+    """Delta's ``OptimisticTransaction`` for one table, started now and committed by hand.
+
+    ``startTransaction()`` fixes the read version, exactly as every Delta command does first.
+    :meth:`remove_all_files` prepares RemoveFile actions from the transaction's snapshot
+    *without* recording a read (no ``filterFiles`` call), which is what a conflict on deleted
+    files alone needs. :meth:`commit` raises Delta's JVM conflicts as ``delta.exceptions`` classes.
+    """
+
+    def __init__(self, spark: Any, path: str) -> None:
+        self.spark = spark
+        self._txn = delta_log(spark, path).startTransaction()
+        self.read_version: int = int(self._txn.readVersion())
+
+    def remove_all_files(self) -> list[Any]:
+        """RemoveFile actions for every file of the read snapshot (read set stays empty)."""
+        files = self._txn.snapshot().allFiles().collectAsList()
+        return [files.get(i).remove() for i in range(files.size())]
+
+    def commit(self, actions: Sequence[Any]) -> int:
+        """Commit ``actions`` as a "Manual Update"; return the version written."""
+        import delta.exceptions  # noqa: F401 - importing it installs Delta's JVM-to-Python exception conversion
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors.exceptions.captured import convert_exception
+
+        operation = getattr(getattr(_delta(self.spark), "DeltaOperations$ManualUpdate$"), "MODULE$")
+        try:
+            return int(self._txn.commit(_scala_list(self.spark, actions), operation))
+        except Py4JJavaError as error:
+            converted = convert_exception(error.java_exception)
+            if type(converted).__module__.startswith("delta."):  # a conflict: ConcurrentAppendException, ...
+                raise converted from None
+            raise

@@ -1,0 +1,53 @@
+"""deltalab.jvm: Delta's own answers, asked of its classes in the JVM, on real tables."""
+
+from __future__ import annotations
+
+import delta.exceptions as dx
+import pytest
+from delta.tables import DeltaTable
+
+from deltalab import concurrency as cc
+from deltalab import jvm
+from deltalab.log import checkpoint_versions, commit_versions, latest_version, replay_log
+
+
+def test_log_store_classes(spark) -> None:
+    assert jvm.log_store_class_for(spark, "file") == "io.delta.storage.HDFSLogStore"
+    assert jvm.log_store_class_for(spark, "s3a") == "io.delta.storage.S3SingleDriverLogStore"
+
+
+def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    txn = jvm.JvmTransaction(spark, str(path))
+    removes = txn.remove_all_files()
+    assert txn.read_version == 0 and len(removes) == 2
+    DeltaTable.forPath(spark, str(path)).delete("id < 10")
+    with pytest.raises(dx.ConcurrentDeleteDeleteException):
+        txn.commit(removes)
+    assert commit_versions(path) == [0, 1]
+
+
+def test_a_log_segment_starts_at_the_newest_checkpoint_at_or_before_the_version(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    spark.range(0, 3).write.format("delta").option("delta.checkpointInterval", "2").save(str(path))
+    for start in range(3, 12, 3):
+        spark.range(start, start + 3).write.format("delta").mode("append").save(str(path))
+    assert checkpoint_versions(path) == [2]
+    latest = jvm.delta_log_segment(spark, path)
+    assert (latest.version, latest.checkpoint_version, latest.commit_versions) == (3, 2, [3])
+    assert latest.checkpoint_files == [f"{2:020d}.checkpoint.parquet"] and latest.commit_files == [f"{3:020d}.json"]
+    early = jvm.delta_log_segment(spark, path, version=1)
+    assert (early.checkpoint_version, early.commit_versions) == (None, [0, 1])
+    assert replay_log(path, 1).log_files_read == early.commit_files
+
+
+def test_load_snapshot_reads_the_latest_version_and_its_files(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    cc.make_pair_table(spark, path)
+    spark.range(100, 101).selectExpr("id", "id * 10 AS v").write.format("delta").mode("append").save(str(path))
+    assert jvm.load_snapshot(spark, str(path)) == {"version": latest_version(path), "files": 3}
+
+
+def test_clear_delta_cache_without_a_session_does_nothing() -> None:
+    jvm.clear_delta_cache(spark=None)  # the suite's session may or may not run yet: either way, no error
