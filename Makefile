@@ -39,24 +39,14 @@ setup: $(VENV)/.installed
 	@$(PY) -m deltalab fetch-jars
 	@$(PY) -m deltalab doctor
 
-# Each role's Jupyter settings are a folder of src/deltalab/jupyter/ put first on JUPYTER_CONFIG_PATH,
-# so they win over the venv's and ~/.jupyter's without writing to either. learner: nbgrader's lab and
-# server extensions off, no news or update check, the course index open. instructor: nbgrader on, no
-# news; the server starts in labs/ because nbgrader reads labs/nbgrader_config.py and labs/gradebook.db
-# from its working directory, and the venv's bin/ is on PATH because nbgrader runs `alembic` by name.
-LAB_OPENS_learner := notebooks/README.md
-LAB_OPENS_instructor := labs/README.md
-LAB_CWD_learner := .
-LAB_CWD_instructor := labs
-
+# JupyterLab for the ROLE: python -m deltalab lab (src/deltalab/jupyterlab.py, which the course
+# image runs too) puts the role's settings folder of src/deltalab/jupyter/ first on
+# JUPYTER_CONFIG_PATH, starts in the role's folder (labs/ for the instructor, for nbgrader) with the
+# venv's bin/ on PATH, and opens the role's index. A JUPYTER_TOKEN set here reaches jupyter through
+# the environment, never the command line; without one, jupyter prints the one it made.
 lab: setup
 	@echo "Starting JupyterLab for the $(ROLE) on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
-	cd $(LAB_CWD_$(ROLE)) && PATH="$(abspath $(VENV))/bin:$$PATH" \
-	JUPYTER_CONFIG_PATH="$(CURDIR)/src/deltalab/jupyter/$(ROLE)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	"$(abspath $(VENV))/bin/jupyter" lab --ip=127.0.0.1 --port=$(PORT) --ServerApp.root_dir="$(CURDIR)" \
-		$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
-		$(if $(DELTALAB_NO_BROWSER),--no-browser) $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root) \
-		"$(CURDIR)/$(LAB_OPENS_$(ROLE))"
+	$(PY) -m deltalab lab --role $(ROLE) --port $(PORT) --root "$(CURDIR)" $(if $(DELTALAB_NO_BROWSER),--no-browser)
 
 # The instructor's JupyterLab: `make lab` with ROLE=instructor.
 instructor: override ROLE := instructor

@@ -4,8 +4,9 @@
 #   1. base image localhost/debian:bookworm-slim from debootstrap (skipped when it exists),
 #   2. podman build of docker/Dockerfile (runc, lowered ulimits via docker/containers.conf; the
 #      host CA bundle reaches pip and Ivy as a build secret and stays out of the image),
-#   3. the nbval suite over notebooks/ inside the container, as the non-root user, --network=none,
-#      once `deltalab doctor` there finds the JVM class archive the image built for its jars,
+#   3. the image's test inside the container (docker/test-image.sh, `deltalab-test-image`): the
+#      nbval suite over notebooks/, as the non-root user, --network=none, once `deltalab doctor`
+#      there finds the JVM class archive the image built for its jars,
 #   4. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
 # and prints the timings. Run from anywhere: bash .ci/container.sh
@@ -112,14 +113,10 @@ fi
 # --- 3. nbval suite inside the container --------------------------------------------------
 t=$(now)
 log "nbval over notebooks/ in the container (non-root, --network=none)"
-# The work root is named like the native suite's (tests/conftest.py), which the sanitizers know.
-podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "$IMAGE" \
-    bash -c 'test "$(id -u)" -ne 0 || { echo "running as root" >&2; exit 1; }
-             test "$(ls /sys/class/net)" = lo || { echo "network is not off: $(ls /sys/class/net)" >&2; exit 1; }
-             python -m deltalab doctor | grep -q "Class archive .*sessions start in seconds" \
-                 || { python -m deltalab doctor >&2; echo "the image carries no class archive its sessions can use" >&2; exit 1; }
-             export DELTALAB_WORKDIR="$(mktemp -d /tmp/deltalab-tests-XXXXXXXX)"
-             exec python -m pytest -n "${DELTALAB_CONTAINER_WORKERS:-2}" --dist loadscope notebooks -p no:cacheprovider' \
+# The image's test, docker/test-image.sh (also `make -C docker test`): non-root, network off, the
+# class archive found by `deltalab doctor`, then pytest -n WORKERS over notebooks/.
+podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
+    -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" "$IMAGE" deltalab-test-image \
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))
 

@@ -15,31 +15,13 @@ echo "$role" > /tmp/deltalab-role
 
 case "$role" in
     lab)
-        # The role's Jupyter settings (src/deltalab/jupyter/<role>, copied by the Dockerfile) go
-        # first on JUPYTER_CONFIG_PATH, as `make lab` does.
+        # python -m deltalab lab (src/deltalab/jupyterlab.py, as `make lab` runs it) puts the role's
+        # Jupyter settings ($DELTALAB_JUPYTER_CONFIG/<role>, copied by the Dockerfile) first on
+        # JUPYTER_CONFIG_PATH, serves $DELTALAB_COURSE_DIR and starts the instructor in labs/.
+        # --check first: an unknown role, or an instructor without nbgrader or the labs, stops
+        # here with the fix, before a token is made; it prints the file the role opens.
         jupyter_role="${DELTALAB_ROLE:-learner}"
-        opens=notebooks/README.md
-        case "$jupyter_role" in
-            learner) ;;
-            instructor)
-                if ! python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("nbgrader") is None)'; then
-                    echo "deltalab: DELTALAB_ROLE=instructor needs nbgrader, which this image does not install (pip install -c requirements.lock nbgrader in a derived image, or run \`make instructor\` from a checkout)." >&2
-                    exit 2
-                fi
-                if [ ! -f "${DELTALAB_COURSE_DIR}/labs/nbgrader_config.py" ]; then
-                    echo "deltalab: DELTALAB_ROLE=instructor needs the labs: mount your checkout's labs/ at ${DELTALAB_COURSE_DIR}/labs." >&2
-                    exit 2
-                fi
-                # nbgrader reads labs/nbgrader_config.py and labs/gradebook.db from its working directory.
-                cd "${DELTALAB_COURSE_DIR}/labs"
-                opens=labs/README.md
-                ;;
-            *)
-                echo "deltalab: DELTALAB_ROLE=${jupyter_role} is not a JupyterLab role: leave it unset (learner) or set it to instructor." >&2
-                exit 2
-                ;;
-        esac
-        export JUPYTER_CONFIG_PATH="${DELTALAB_JUPYTER_CONFIG}/${jupyter_role}${JUPYTER_CONFIG_PATH:+:${JUPYTER_CONFIG_PATH}}"
+        opens="$(python -m deltalab lab --role "$jupyter_role" --check)"
         if [ -z "${JUPYTER_TOKEN:-}" ]; then
             JUPYTER_TOKEN="$(python -c 'import secrets; print(secrets.token_hex(24))')"
             echo "deltalab: no JUPYTER_TOKEN given; generated token: ${JUPYTER_TOKEN}"
@@ -47,8 +29,7 @@ case "$role" in
         fi
         # jupyter_server reads the token from the environment: it stays off the command line.
         export JUPYTER_TOKEN
-        exec jupyter lab --no-browser --ip=0.0.0.0 --port=8888 \
-            --ServerApp.root_dir="${DELTALAB_COURSE_DIR}" "$@"
+        exec python -m deltalab lab --role "$jupyter_role" --no-browser --ip=0.0.0.0 --port=8888 -- "$@"
         ;;
     master)
         exec spark-class org.apache.spark.deploy.master.Master \

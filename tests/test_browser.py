@@ -7,15 +7,16 @@ instructor's (`make instructor`).
 - Instructor: labs/README.md open in labs/, the Nbgrader menu and the Create Assignment panel, and
   the formgrader listing every lab of labs/source/.
 
-Each server is `make lab`'s command line for its role (same flags and cwd, the role's Jupyter
-settings from src/deltalab/jupyter/<role> first on JUPYTER_CONFIG_PATH, the venv's JupyterLab
-overrides, a known token, a free port); a test below checks that against `make -n`. One server
-per role serves all of that role's tests. Its root is a copy of notebooks/ and of the committed
-part of labs/ in a temporary folder, and its user settings live in a temporary folder with
-autosave off, so that the browser can never rewrite a committed notebook and the gradebook the
-formgrader creates lands in the copy. Chromium is Debian's (/usr/bin/chromium) driven by
-Playwright; no browser is downloaded. Screenshots go to $DELTALAB_ARTIFACTS (default:
-<repo>/.artifacts) and their paths are printed.
+Each server is what `make lab ROLE=<role>` runs: `python -m deltalab lab` with the same options
+(a test below checks them against `make -n`), so the same deltalab.jupyterlab builds its command
+line, environment and working directory (the role's Jupyter settings from
+src/deltalab/jupyter/<role> first on JUPYTER_CONFIG_PATH, the venv's JupyterLab overrides), on a
+free port with a known token in JUPYTER_TOKEN. One server per role serves all of that role's
+tests. Its root is a copy of notebooks/ and of the committed part of labs/ in a temporary folder,
+and its user settings live in a temporary folder with autosave off, so that the browser can never
+rewrite a committed notebook and the gradebook the formgrader creates lands in the copy.
+Chromium is Debian's (/usr/bin/chromium) driven by Playwright; no browser is downloaded.
+Screenshots go to $DELTALAB_ARTIFACTS (default: <repo>/.artifacts) and their paths are printed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -38,6 +40,7 @@ from pathlib import Path
 import pytest
 
 from course_testing import require
+from deltalab.jupyterlab import JUPYTER_CONFIG_ENV, OPENS, WORKING_DIRS, lab_launch
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -50,9 +53,6 @@ RUN_TIMEOUT_MS = 300_000
 LOAD_TIMEOUT_MS = 120_000
 KERNEL_IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")  # the status bar, once the kernel is up
 
-# What `make lab ROLE=<role>` does per role (the Makefile's LAB_CWD_* and LAB_OPENS_*).
-LAB_CWD = {"learner": ".", "instructor": "labs"}
-LAB_OPENS = {"learner": "notebooks/README.md", "instructor": "labs/README.md"}
 # The committed part of labs/ (labs/README.md): what an instructor's checkout holds.
 LABS_COMMITTED = ["source", "release", "nbgrader_config.py", "README.md"]
 # The request JupyterLab's news plugin makes when it starts (for its config section).
@@ -145,6 +145,12 @@ def _stop(server: subprocess.Popen) -> None:
         pass
 
 
+def _lab_options(role: str, port: int, root: Path) -> list[str]:
+    """The options `make lab ROLE=<role> PORT=<port> DELTALAB_NO_BROWSER=1` passes to
+    `python -m deltalab lab` from a checkout at `root`."""
+    return ["--role", role, "--port", str(port), "--root", str(root), "--no-browser"]
+
+
 def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     """`make lab ROLE=<role>` on a free port with a known token, over a copy of the course."""
     jupyter = Path(sys.executable).with_name("jupyter")
@@ -153,21 +159,16 @@ def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     _course_copy(root)
     _user_settings(tmp / "lab-settings")
     port, token = _free_port(), secrets.token_hex(16)
-    config_path = [str(REPO / "src" / "deltalab" / "jupyter" / role)] + (
-        [os.environ["JUPYTER_CONFIG_PATH"]] if os.environ.get("JUPYTER_CONFIG_PATH") else [])
-    env = dict(os.environ, JUPYTER_CONFIG_PATH=os.pathsep.join(config_path),
-               PATH=os.pathsep.join([str(jupyter.parent), os.environ.get("PATH", "")]),
+    env = dict(os.environ, JUPYTER_TOKEN=token,  # as `make lab JUPYTER_TOKEN=...` hands it on
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), DELTALAB_NO_BROWSER="1",
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
                DELTALAB_WORKDIR=str(tmp / "work"))  # the kernels' tables: fresh, and this server's own
-    env.pop("JUPYTER_TOKEN", None)
+    env.pop(JUPYTER_CONFIG_ENV, None)  # the checkout's src/deltalab/jupyter, as make lab uses it
     log_path = tmp / "jupyterlab.log"
     with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [str(jupyter), "lab", "--ip=127.0.0.1", f"--port={port}", f"--ServerApp.root_dir={root}",
-             f"--IdentityProvider.token={token}", "--no-browser", str(root / LAB_OPENS[role])]
-            + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root; jupyter refuses that otherwise
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root / LAB_CWD[role], start_new_session=True)
+        # python -m deltalab lab checks the role, then execs jupyter: server.pid is JupyterLab's.
+        server = subprocess.Popen([sys.executable, "-m", "deltalab", "lab", *_lab_options(role, port, root)],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_serving(server, base, log_path)
@@ -257,22 +258,31 @@ def _screenshot(page: BrowserTab, name: str) -> Path:
 
 @pytest.mark.parametrize("role", ["learner", "instructor"])
 def test_the_servers_here_are_make_labs_command_line(role):
-    """What _serve mirrors (cwd, the role's settings folder, root, the file opened) is what
-    `make lab ROLE=<role>` runs."""
+    """What _serve runs (python -m deltalab lab and its options) is what `make lab ROLE=<role>`
+    runs; the token reaches it through the environment, not the command line."""
     require(shutil.which("make") is not None, "make is not installed")
-    done = subprocess.run(["make", "-n", "--no-print-directory", "lab", f"ROLE={role}"], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    token = secrets.token_hex(8)
+    env = dict(os.environ, DELTALAB_NO_BROWSER="1")
+    done = subprocess.run(["make", "-n", "--no-print-directory", "lab", f"ROLE={role}", "PORT=8899",
+                           f"JUPYTER_TOKEN={token}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    command = done.stdout
-    assert f"cd {LAB_CWD[role]} && " in command
-    assert f'JUPYTER_CONFIG_PATH="{REPO}/src/deltalab/jupyter/{role}' in command
-    assert f'--ServerApp.root_dir="{REPO}"' in command
-    assert f'"{REPO}/{LAB_OPENS[role]}"' in command
+    launches = [shlex.split(line) for line in done.stdout.splitlines() if " -m deltalab lab " in line]
+    assert len(launches) == 1, f"make lab should run python -m deltalab lab once:\n{done.stdout}"
+    assert Path(launches[0][0]).name.startswith("python"), launches[0]
+    assert launches[0][1:4] == ["-m", "deltalab", "lab"], launches[0]
+    assert launches[0][4:] == _lab_options(role, 8899, REPO), launches[0]
+    assert token not in done.stdout, "make lab puts the token on the command line"
+    # What those options start: the role's working directory and file, as the browser tests expect.
+    launch = lab_launch(role, root=REPO, port=8899, browser=False,
+                        environ={k: v for k, v in os.environ.items() if k != JUPYTER_CONFIG_ENV})
+    assert launch.cwd == REPO / WORKING_DIRS[role]
+    assert launch.argv[-1] == str(REPO / OPENS[role])
+    assert launch.env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(REPO / "src" / "deltalab" / "jupyter" / role)
 
 
 def test_instructor_lab_has_nbgrader_tools_and_opens_labs(instructor_lab, page):
     lab = instructor_lab
-    _open_rendered(page, lab, LAB_OPENS["instructor"], "Classroom labs")
+    _open_rendered(page, lab, OPENS["instructor"], "Classroom labs")
 
     menus = _menu_labels(page)
     assert "Nbgrader" in menus, f"the instructor's menu bar has no Nbgrader menu: {menus}"
@@ -304,7 +314,7 @@ def test_learner_lab_needs_the_token_and_opens_a_clean_course_index(learner_lab,
     assert "token" in page.tab.content().lower(), "the login page should ask for the token"
 
     # With the token: the course index, rendered (make lab's Markdown-preview default).
-    _open_rendered(page, lab, LAB_OPENS["learner"], "The course, notebook by notebook")
+    _open_rendered(page, lab, OPENS["learner"], "The course, notebook by notebook")
     assert page.tab.get_by_role("link", name="Hello, Delta Lake").count() > 0, "the index links notebook 00"
 
     # No instructor tools: nbgrader's lab extension is disabled, so no menu and no panel ...

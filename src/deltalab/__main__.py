@@ -1,4 +1,4 @@
-"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench``."""
+"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench | lab``."""
 
 from __future__ import annotations
 
@@ -39,6 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("notebooks", nargs="*", help="notebooks to time (default: all of notebooks/)")
     bench.add_argument("--repeat", type=_at_least_one, default=3, help="cold starts of each kind (default 3)")
     bench.add_argument("--skip-notebooks", action="store_true", help="only the cold-start comparison")
+    lab = commands.add_parser("lab", help="start JupyterLab for a role: what `make lab`, `make instructor` and the "
+                              "course image run (the token comes from JUPYTER_TOKEN, else jupyter prints one)")
+    lab.add_argument("--role", default="learner", metavar="{learner,instructor}",
+                     help="learner (the default): the course index, no grading tools; instructor: nbgrader, labs/ open")
+    lab.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    lab.add_argument("--port", type=int, default=8888, metavar="N", help="default 8888 (JupyterLab moves on if it is taken)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    lab.add_argument("--root", type=Path, default=None, metavar="DIR",
+                     help="the course folder to serve (default: $DELTALAB_COURSE_DIR, else this package's checkout)")
+    lab.add_argument("--check", action="store_true", help="only check that the role can start (nbgrader and labs/ for "
+                     "the instructor) and print the file it opens, relative to the root")
+    lab.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_OPTION", help="more options for jupyter lab")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -69,6 +81,8 @@ def _run(args: argparse.Namespace) -> int:
         from deltalab.bench import main as bench_main
 
         return bench_main(args.repeat, args.notebooks, args.skip_notebooks)
+    if args.command == "lab":
+        return _lab(args)
     if args.command == "grade":
         from deltalab.labs.grading import grade_folder
 
@@ -80,6 +94,19 @@ def _run(args: argparse.Namespace) -> int:
         seconds = execute_in_place(notebook)
         print(f"{notebook}: executed in {seconds:.0f} s")
     return 0
+
+
+def _lab(args: argparse.Namespace) -> int:
+    """Check the role, then (unless only checking) become its JupyterLab; returns only with --check."""
+    from deltalab.jupyterlab import exec_lab, lab_launch
+
+    launch = lab_launch(args.role, root=args.root, ip=args.ip, port=args.port, browser=not args.no_browser,
+                        extra_args=args.jupyter_args)
+    if args.check:
+        print(launch.opens)
+        return 0
+    exec_lab(launch)
+    return 0  # not reached: exec_lab replaces this process
 
 
 if __name__ == "__main__":

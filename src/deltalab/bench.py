@@ -7,7 +7,8 @@ Two parts, both printed as tables:
    Spark writing Parquet (the same quiet settings, no Delta), the other the course's
    ``get_spark()`` writing Delta. The ratio of the medians is the cost of Delta at start-up.
 2. **Notebooks.** Each notebook executed top to bottom in a fresh kernel at its default
-   parameters (a temporary work root), with the time of every cell; the total and the slowest
+   parameters (a temporary work root), as ``python -m deltalab execute`` runs it
+   (``deltalab.notebook.run_notebook``), with the time of every cell; the total and the slowest
    cells are printed, so a slow notebook says where it is slow.
 
 Seconds depend on the machine and on what else runs on it: compare figures of one run, and
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalab.class_archive import ARCHIVE_OFF_ENV
+from deltalab.notebook import run_notebook
 
 # The child process of one cold-start measurement. It prints one JSON line of phase times.
 _COLD_START = r"""
@@ -100,26 +101,11 @@ def cold_start(repeat: int = 3) -> "Any":
 
 def notebook_times(paths: list[Path], top: int = 3) -> "Any":
     """Execute each notebook in a fresh kernel; return one row per notebook with its slowest cells."""
-    import nbformat
     import pandas as pd
-    from nbclient import NotebookClient
 
     rows = []
     for path in paths:
-        notebook = nbformat.read(str(path), as_version=4)
-        with tempfile.TemporaryDirectory(prefix="deltalab-bench-nb-") as scratch:
-            previous = os.environ.get("DELTALAB_WORKDIR")
-            os.environ["DELTALAB_WORKDIR"] = scratch
-            started = time.perf_counter()
-            try:
-                NotebookClient(notebook, kernel_name="python3", timeout=1800, record_timing=True,
-                               resources={"metadata": {"path": str(path.parent)}}).execute()
-            finally:
-                if previous is None:
-                    os.environ.pop("DELTALAB_WORKDIR", None)
-                else:
-                    os.environ["DELTALAB_WORKDIR"] = previous
-            total = time.perf_counter() - started
+        notebook, total = run_notebook(path, record_timing=True)
         cells = []
         for index, cell in enumerate(notebook.cells):
             timing = cell.get("metadata", {}).get("execution", {})

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test of the course image, run inside a container of it; the Dockerfile installs it as
+# deltalab-test-image. CI (.ci/container.sh, step 3) and `make -C docker test` both run:
+#   <docker|podman> run --rm --network=none IMAGE deltalab-test-image
+# It checks, in this order, and stops at the first failure with a non-zero exit:
+#   1. the container runs as a non-root user;
+#   2. the network is off (only the loopback interface);
+#   3. `python -m deltalab doctor` finds the JVM class archive the image built for its jars;
+#   4. the nbval suite over notebooks/ passes (pytest-xdist, one scope per worker), with a fresh
+#      work root named like the native suite's (tests/conftest.py), which the sanitizers know.
+# Environment: DELTALAB_CONTAINER_WORKERS (pytest-xdist workers, default 2). Arguments are
+# passed on to pytest (e.g. -k hello).
+set -euo pipefail
+
+fail() { echo "deltalab-test-image: $*" >&2; exit 1; }
+
+test "$(id -u)" -ne 0 || fail "running as root"
+test "$(ls /sys/class/net)" = lo || fail "network is not off: $(ls /sys/class/net)"
+# Only the class archive's line is the question here, not the doctor's exit status.
+doctor="$(python -m deltalab doctor || true)"
+if ! grep -q "Class archive .*sessions start in seconds" <<<"$doctor"; then
+    echo "$doctor" >&2
+    fail "the image carries no class archive its sessions can use"
+fi
+
+cd "${DELTALAB_COURSE_DIR:?is not set: run this in the course image}"
+DELTALAB_WORKDIR="$(mktemp -d /tmp/deltalab-tests-XXXXXXXX)"
+export DELTALAB_WORKDIR
+exec python -m pytest -n "${DELTALAB_CONTAINER_WORKERS:-2}" --dist loadscope notebooks -p no:cacheprovider "$@"
