@@ -24,7 +24,7 @@ def test_lab05_a_prediction_that_is_not_a_class_name_is_refused_before_anything_
 
 def test_lab05_wrong_predictions_name_each_pair_and_what_really_happened(spark):
     message = failure(cx.check_predict_conflict, lambda held, first: "none")
-    real = cx.measure_pairs(spark, cx.PREDICTION_PAIRS)
+    real = cx.measure_pairs(spark)
     assert real[("append", "optimize")] == "none", real
     wrong = [pair for pair in cx.PREDICTION_PAIRS if real[pair] != "none"]
     assert f"{len(wrong)} of {len(cx.PREDICTION_PAIRS)} predictions" in message, message
@@ -33,7 +33,7 @@ def test_lab05_wrong_predictions_name_each_pair_and_what_really_happened(spark):
 
 
 def test_lab05_predictions_as_classes_are_accepted(spark, capsys):
-    real = cx.measure_pairs(spark, cx.PREDICTION_PAIRS)
+    real = cx.measure_pairs(spark)
     classes = {c.__name__: c for c in (dx.ConcurrentAppendException, dx.ConcurrentDeleteReadException,
                                        dx.MetadataChangedException)}
     cx.check_predict_conflict(lambda held, first: classes.get(real[(held, first)], "none"))

@@ -13,9 +13,10 @@ own log segments and real conflicts, never with an answer typed into the check.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from deltalab.errors import DeltaLabError, first_line
 from deltalab.jvm import clear_delta_cache
@@ -25,6 +26,7 @@ from deltalab.workdir import workdir
 __all__ = [
     "CheckFailed",
     "append_events",
+    "build_once",
     "call_student",
     "clean_up_commits",
     "file_set_difference",
@@ -113,6 +115,45 @@ def lab_spark() -> Any:
 def fresh_dir(name: str) -> Path:
     """An empty directory for one check's tables (under the course work root)."""
     return workdir(f"labs_checks_{name}")
+
+
+Built = TypeVar("Built")
+
+#: What :func:`build_once` built in this process: name -> value.
+_BUILT: dict[str, Any] = {}
+_SAVED_AS = "built.json"
+
+
+def build_once(name: str, build: Callable[[Path], Built], intact: Callable[[Built], bool] = lambda value: True,
+               saved: bool = False) -> Built:
+    """What ``build(folder)`` returned, built the first time this process asks for ``name`` and
+    reused while ``intact(value)`` holds.
+
+    A lab's checks only read the tables they build, so a student who runs a check cell ten times
+    builds them once; a check that finds them changed (``intact`` false: an answer deleted a file)
+    builds them again. ``folder`` is the emptied work directory ``labs_checks_<name>``. With
+    ``saved=True`` (a JSON-able value) the value is also kept there, in ``built.json``, and a later
+    process (nbgrader grades each submission in a fresh kernel) reuses it while it is intact.
+    """
+    value = _BUILT.get(name)
+    if name in _BUILT and intact(value):
+        return value
+    if saved:
+        kept = workdir(f"labs_checks_{name}", fresh=False) / _SAVED_AS
+        try:
+            value = json.loads(kept.read_text())
+        except (OSError, ValueError):
+            value = None
+        if value is not None and intact(value):
+            _BUILT[name] = value
+            return value
+    folder = fresh_dir(name)
+    value = build(folder)
+    if saved:
+        (folder / _SAVED_AS).write_text(json.dumps(value, indent=1))
+    _BUILT[name] = value
+    return value
+
 
 
 def append_events(spark: Any, path: str, start: int, stop: int, kind: str, files: int = 1) -> None:

@@ -6,20 +6,19 @@ from pathlib import Path
 from typing import Callable
 
 from deltalab.files import spark_files
-from deltalab.labs.harness import CheckFailed, call_student, fresh_dir, lab_spark, passed
+from deltalab.labs.harness import CheckFailed, build_once, call_student, lab_spark, passed
 from deltalab.session import temporary_conf
 
 __all__ = ["CheckFailed", "check_column_range", "check_footer_row_count"]
 
-_PARQUET_TABLE: dict[str, list[str]] = {}
-
-
 def _parquet_files(spark) -> list[str]:
     """Data files of a small Delta table, each with several row groups (built once per process)."""
-    cached = _PARQUET_TABLE.get("files")
-    if cached and all(Path(f).exists() for f in cached):
-        return cached
-    path = fresh_dir("lab01") / "prices"
+    return build_once("lab01", lambda folder: _build_parquet_files(spark, folder),
+                      intact=lambda files: all(Path(f).exists() for f in files))
+
+
+def _build_parquet_files(spark, folder: Path) -> list[str]:
+    path = folder / "prices"
     df = spark.range(0, 3000).selectExpr(
         "id", "round(rand(1) * 1000, 2) AS price", "concat('item-', CAST(id % 97 AS STRING)) AS name"
     )
@@ -27,9 +26,7 @@ def _parquet_files(spark) -> list[str]:
     # several row groups, so answers that read only the first row group are caught.
     with temporary_conf(spark, {"parquet.block.size": "8192"}):
         df.repartition(2).write.format("delta").save(str(path))
-    files = [str(path / relative) for relative in spark_files(spark, path, relative=True)]
-    _PARQUET_TABLE["files"] = files
-    return files
+    return [str(path / relative) for relative in spark_files(spark, path, relative=True)]
 
 
 def check_footer_row_count(footer_row_count: Callable[[str], int]) -> None:

@@ -10,30 +10,25 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from deltalab.files import spark_files
-from deltalab.labs.harness import (CheckFailed, append_events, call_student, clean_up_commits, file_set_difference,
-                                   fresh_dir, lab_spark, passed)
+from deltalab.labs.harness import (CheckFailed, append_events, build_once, call_student, clean_up_commits,
+                                   file_set_difference, lab_spark, passed)
 from deltalab.locations import file_name
 
 __all__ = ["CheckFailed", "check_active_files", "check_table_version"]
 
-_LOG_TABLE: dict[str, tuple[str, int, list[int]]] = {}
-
-
 def _log_table(spark) -> tuple[str, int, list[int]]:
     """The lab 02 test table, built once per Python process (the checks only read it)."""
-    cached = _LOG_TABLE.get("table")
-    if cached is None or not (Path(cached[0]) / "_delta_log" / f"{cached[1]:020d}.json").exists():
-        cached = _LOG_TABLE["table"] = _build_log_table(spark)
-    return cached
+    return build_once("lab02", lambda folder: _build_log_table(spark, folder),
+                      intact=lambda table: (Path(table[0]) / "_delta_log" / f"{table[1]:020d}.json").exists())
 
 
-def _build_log_table(spark) -> tuple[str, int, list[int]]:
+def _build_log_table(spark, folder: Path) -> tuple[str, int, list[int]]:
     """A table with eight commits, checkpoints at versions 3 and 6 and the commits before the
     first checkpoint deleted (as log clean-up does), so only a checkpoint-aware replay works.
 
     Returns the table path, its latest version and the versions that can still be read.
     """
-    path = str(fresh_dir("lab02") / "events")
+    path = str(folder / "events")
     spark.sql(
         f"CREATE TABLE delta.`{path}` (id BIGINT, kind STRING) USING delta "
         "TBLPROPERTIES ('delta.checkpointInterval' = '3')"

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deltalab.files import spark_files
-from deltalab.labs.harness import (CheckFailed, append_events, call_student, clean_up_commits, file_set_difference,
-                                   fresh_dir, lab_spark, passed, short_repr)
+from deltalab.labs.harness import (CheckFailed, append_events, build_once, call_student, clean_up_commits,
+                                   file_set_difference, lab_spark, passed, short_repr)
 from deltalab.locations import file_name
 from deltalab.jvm import delta_log_segment
 from deltalab.log import checkpoint_versions
@@ -54,20 +54,14 @@ class _CheckpointTable:
     rows: dict[int, tuple[set[str], set[str]]] = field(default_factory=dict)
 
 
-_TABLE: dict[str, _CheckpointTable] = {}
-
-
 def _table(spark) -> _CheckpointTable:
     """The lab 03 test table, built once per Python process (the checks only read it)."""
-    cached = _TABLE.get("table")
-    if cached is None or not all(
-        (Path(p) / "_delta_log" / f"{cached.latest:020d}.json").exists() for p in (cached.full, cached.trimmed)
-    ):
-        cached = _TABLE["table"] = _build_table(spark)
-    return cached
+    return build_once("lab03", lambda folder: _build_table(spark, folder),
+                      intact=lambda table: all((Path(p) / "_delta_log" / f"{table.latest:020d}.json").exists()
+                                               for p in (table.full, table.trimmed)))
 
 
-def _build_table(spark) -> _CheckpointTable:
+def _build_table(spark, root: Path) -> _CheckpointTable:
     """Eight commits, checkpoints at 3, 4 and 6, tombstones in every checkpoint.
 
     The interval is 3 until version 4 sets it to 2, so checkpoints are at 3, 4 and 6: an
@@ -76,7 +70,6 @@ def _build_table(spark) -> _CheckpointTable:
     the checkpoints next to the add rows. The copy ``trimmed`` lost commits 0 to 2, as after
     log clean-up, so versions 3 to 7 can only be read through a checkpoint.
     """
-    root = fresh_dir("lab03")
     path = str(root / "events")
     spark.sql(
         f"CREATE TABLE delta.`{path}` (id BIGINT, kind STRING) USING delta "

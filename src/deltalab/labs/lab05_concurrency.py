@@ -21,7 +21,6 @@ unfinished exercise fails in a second.
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
 from pathlib import Path
@@ -31,10 +30,9 @@ from deltalab.concurrency import (CONFLICT_CLASSES, TransactionHold, make_pair_t
                                   standard_operations)
 from deltalab.errors import DeltaLabError
 from deltalab.files import complete_parquet_files, data_files, directory_files, spark_files
-from deltalab.labs.harness import CheckFailed, call_student, fresh_dir, lab_spark, passed
+from deltalab.labs.harness import CheckFailed, build_once, call_student, fresh_dir, lab_spark, passed
 from deltalab.locations import local_path
 from deltalab.log import latest_version
-from deltalab.workdir import workdir
 from deltalab.processes import wait_until
 from deltalab.writers import start_blocked_append
 
@@ -64,7 +62,6 @@ PREDICTION_PAIRS: list[tuple[str, str]] = [
     ("merge", "set property"),
 ]
 
-_PAIR_OUTCOMES: dict[tuple[str, str], str] = {}
 
 
 def operation_descriptions() -> dict[str, str]:
@@ -90,26 +87,31 @@ def _normalise_prediction(answer: Any) -> str | None:
     return text if text in _conflict_names() else None
 
 
-def measure_pairs(spark: Any, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """Run each (held, first) pair on a fresh two-file table and return what the held one got.
+def measure_pairs(spark: Any) -> dict[tuple[str, str], str]:
+    """Run each (held, first) pair of :data:`PREDICTION_PAIRS` on a fresh two-file table and return
+    what the held one got: ``"none"`` or the conflict class name (:func:`deltalab.concurrency.run_pair`).
 
-    The outcome is ``"none"`` or the conflict class name (:func:`deltalab.concurrency.run_pair`).
-    Results are kept for the rest of the process: they depend only on the Delta version.
+    Measured once per process: the outcomes depend only on the Delta version.
     """
+    outcomes = build_once("lab05_predict", lambda root: _run_pairs(spark, PREDICTION_PAIRS, root))
+    return dict(zip(PREDICTION_PAIRS, outcomes))
+
+
+def _run_pairs(spark: Any, pairs: list[tuple[str, str]], root: Path) -> list[str]:
+    """What the held operation of each pair got, each pair run on a fresh copy of one template."""
     held_ops, winning_ops, _ = standard_operations()
     held_op, winning_op = dict(held_ops), dict(winning_ops)
-    todo = [p for p in pairs if p not in _PAIR_OUTCOMES]
-    if todo:
-        root = fresh_dir("lab05_predict")
-        template = root / "template"
-        make_pair_table(spark, template)
-        for index, (held, first) in enumerate(todo):
-            table = root / f"pair_{index}"
-            shutil.copytree(template, table)
-            result = run_pair(spark, str(table), (held, held_op[held]), (first, winning_op[first]),
-                              root / f"pair_{index}_signals")
-            _PAIR_OUTCOMES[(held, first)] = result.outcome
-    return {p: _PAIR_OUTCOMES[p] for p in pairs}
+    template = root / "template"
+    make_pair_table(spark, template)
+    outcomes = []
+    for index, (held, first) in enumerate(pairs):
+        table = root / f"pair_{index}"
+        shutil.copytree(template, table)
+        result = run_pair(spark, str(table), (held, held_op[held]), (first, winning_op[first]),
+                          root / f"pair_{index}_signals")
+        outcomes.append(result.outcome)
+        shutil.rmtree(table)
+    return outcomes
 
 
 def _prediction_hint(predicted: str, real: str) -> str:
@@ -147,7 +149,7 @@ def check_predict_conflict(predict_conflict: Callable[[str, str], str]) -> None:
                 "the `return` line: a class name of delta.exceptions as a string, or 'none' when both commit.",
             )
         predicted[(held, first)] = label
-    real = measure_pairs(spark, PREDICTION_PAIRS)
+    real = measure_pairs(spark)
     wrong = [(pair, predicted[pair], real[pair]) for pair in PREDICTION_PAIRS if predicted[pair] != real[pair]]
     if wrong:
         listed = "; ".join(f"{h} held, {f} first: you said {p}, Delta raised {r}" if r != "none"
@@ -370,10 +372,6 @@ def check_retry(retry: Callable[..., Any]) -> None:
 # Exercise 3: orphan files of a killed writer
 # --------------------------------------------------------------------------------------------
 
-_ORPHAN_TABLE: dict[str, dict[str, Any]] = {}
-_MANIFEST = "lab05_orphans.json"
-
-
 def _disk_files(table: Path) -> list[str]:
     """Every file under ``table`` (relative POSIX paths), to see whether anything changed it."""
     return sorted(directory_files(table))
@@ -412,26 +410,17 @@ def _kill_writer(table: Path, partitions: int = 3) -> set[str]:
 
 
 def orphan_table(spark: Any) -> dict[str, Any]:
-    """The lab 05 orphan tables, built once and reused while their files are untouched.
+    """The lab 05 orphan tables, built once and reused while their files are untouched (also by
+    later processes: nbgrader grades each submission in a fresh kernel, and killing a writer is slow).
 
     Returns ``clean`` (a table with a DELETE and no orphans), ``killed`` (the same table plus the
     files of a writer killed mid-append), ``orphans`` (those files), ``removed`` (the file the
     DELETE took out of the table, still on disk) and ``disk`` (every file of each table).
     """
-    cached = _ORPHAN_TABLE.get("table")
-    if cached is not None and _intact(cached):
-        return cached
-    root = workdir("labs_checks_lab05_orphans", fresh=False)
-    manifest = root / _MANIFEST
-    if manifest.exists():
-        try:
-            cached = json.loads(manifest.read_text())
-        except ValueError:
-            cached = None
-        if cached is not None and _intact(cached):
-            _ORPHAN_TABLE["table"] = cached
-            return cached
-    root = workdir("labs_checks_lab05_orphans")                 # emptied: build from scratch
+    return build_once("lab05_orphans", lambda root: _build_orphan_tables(spark, root), intact=_intact, saved=True)
+
+
+def _build_orphan_tables(spark: Any, root: Path) -> dict[str, Any]:
     clean, killed = root / "clean" / "events", root / "killed" / "events"
     _build_base(spark, killed)
     shutil.copytree(killed, clean)
@@ -445,14 +434,11 @@ def orphan_table(spark: Any) -> dict[str, Any]:
             fix="Run the check again; if it keeps failing, look at the writer's log next to the table.",
         )
     current = set(spark_files(spark, killed, relative=True))
-    built = {
+    return {
         "clean": str(clean), "killed": str(killed), "orphans": sorted(orphans),
         "removed": sorted(referenced - current),
         "disk": {"clean": _disk_files(clean), "killed": _disk_files(killed)},
     }
-    manifest.write_text(json.dumps(built, indent=1))
-    _ORPHAN_TABLE["table"] = built
-    return built
 
 
 def _intact(built: dict[str, Any]) -> bool:
@@ -543,8 +529,7 @@ def check_orphan_files(orphan_files: Callable[[str], Any]) -> None:
                                  ("killed", set(built["orphans"]), "the table a killed writer left files in")):
         table = Path(built[key])
         got = _orphan_answer(check, orphan_files, table)
-        if _disk_files(table) != built["disk"][key]:
-            _ORPHAN_TABLE.pop("table", None)
+        if _disk_files(table) != built["disk"][key]:   # the next check builds the tables again
             raise CheckFailed(check, "orphan_files changed the table folder (deleted or wrote files); it must only "
                                      "read it.",
                               "list files and read the log; do not delete or VACUUM in orphan_files.")

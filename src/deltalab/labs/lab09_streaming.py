@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.errors import first_line, spark_failure
-from deltalab.labs.harness import CheckFailed, call_student, clean_up_commits, fresh_dir, lab_spark, passed, short_repr
+from deltalab.labs.harness import (CheckFailed, build_once, call_student, clean_up_commits, fresh_dir, lab_spark, passed,
+                                   short_repr)
 from deltalab.jvm import delta_app_versions
 from deltalab.log import latest_version
 from deltalab.streaming import checkpoint_batches, drop_landing_file, query_id, run_available
@@ -40,25 +41,19 @@ def _stream_events(spark: Any, landing: Path, table: Path, checkpoint: Path, que
     run_available(writer, table)
 
 
-_TWO_QUERY_TABLE: dict[str, tuple[Path, dict[str, str]]] = {}
-
-
 def _two_query_table(spark: Any) -> tuple[Path, dict[str, str]]:
     """The exercise 1 test table, built once per Python process (the checks only read it)."""
-    cached = _TWO_QUERY_TABLE.get("table")
-    if cached is None or not (cached[0] / "_delta_log" / f"{7:020d}.json").exists():
-        cached = _TWO_QUERY_TABLE["table"] = _build_two_query_table(spark)
-    return cached
+    return build_once("lab09_committed", lambda folder: _build_two_query_table(spark, folder),
+                      intact=lambda table: (table[0] / "_delta_log" / f"{7:020d}.json").exists())
 
 
-def _build_two_query_table(spark: Any) -> tuple[Path, dict[str, str]]:
+def _build_two_query_table(spark: Any, folder: Path) -> tuple[Path, dict[str, str]]:
     """A table two streaming queries wrote: A batches 0-2 (versions 1-3, checkpoint 3), B batches
     0-1 (versions 4-5), A batches 3-4 (versions 6-7, checkpoint 6); commits 0-5 cleaned up. B's last
     batch is then only in the checkpoint, A's only in a JSON commit after it.
 
     Returns the table and the query id of A and B.
     """
-    folder = fresh_dir("lab09_committed")
     table = folder / "events"
     spark.sql(f"CREATE TABLE delta.`{table}` ({_EVENTS}) USING delta TBLPROPERTIES ('delta.checkpointInterval' = '3')")
     for query, first, files in (("A", 0, 3), ("B", 0, 2), ("A", 3, 2)):
