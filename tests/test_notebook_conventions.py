@@ -1,20 +1,89 @@
-"""Every course notebook follows the course's conventions; nbval then executes each one."""
+"""Every course notebook follows the course's conventions; nbval then executes each one.
+
+The rules (src/deltalab/README.md, "Notebooks"), one test each:
+
+1. one way to read a Delta table, ``read_table``: a line with Spark's own reader carries ``# Spark's own reader``;
+2. what ``deltalab`` exports is imported from ``deltalab``, anything else from its module;
+3. no function or class is defined in two notebooks;
+4. the setup cell names the session and the work directory after the notebook's file;
+5. every ``notebooks/*.ipynb`` is checked, and one with a name outside the pattern fails.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import io
+import pkgutil
 import re
+import tokenize
+from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import deltalab
+
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+NOTEBOOK_NAME = re.compile(r"^\d\d[a-z]?_[a-z0-9_]+\.ipynb$")
 ABSOLUTE_PATH = re.compile(r"""["'](/|[A-Za-z]:\\)[A-Za-z_][\w.-]*[/\\]""")
+# Spark's reader of a Delta table written by hand: .read.format("delta") (any case) or .read.load(
+SPARK_READER = re.compile(r"""\.read\s*\.\s*(format\(\s*(["'])(?i:delta)\2\s*\)|load\()""")
+SPARK_READER_MARK = "# Spark's own reader"
+EXPORTED = frozenset(deltalab.__all__)
+SUBMODULES = frozenset(module.name for module in pkgutil.iter_modules(deltalab.__path__))
 
 
 def _source(cell) -> str:
     return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
+@cache
+def _notebook(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _code_cells(path: Path) -> list[tuple[int, str]]:
+    """(index among the notebook's cells, source) of each code cell."""
+    return [(index, _source(cell)) for index, cell in enumerate(_notebook(path).cells) if cell.cell_type == "code"]
+
+
+def _tree(path: Path, index: int, source: str) -> ast.Module:
+    try:
+        return ast.parse(source, filename=f"{path.name} cell {index}")
+    except SyntaxError as error:
+        pytest.fail(f"{path.name} cell {index} is not Python: {error}")
+
+
+def _setup_cell(path: Path) -> tuple[int, str]:
+    """The code cell after the one tagged `parameters`."""
+    code = [(index, cell) for index, cell in enumerate(_notebook(path).cells) if cell.cell_type == "code"]
+    tagged = [position for position, (_, cell) in enumerate(code) if "parameters" in cell.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one code cell tagged `parameters`"
+    assert tagged[0] + 1 < len(code), "a code cell follows the `parameters` cell"
+    index, cell = code[tagged[0] + 1]
+    return index, _source(cell)
+
+
+def _comments(source: str) -> dict[int, str]:
+    """The comment of each line of `source` that has one, by line number (1-based)."""
+    comments = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            comments[token.start[0]] = token.string
+    return comments
+
+
+def _spark_reader_lines(source: str) -> list[int]:
+    return [number for number, line in enumerate(source.splitlines(), 1) if SPARK_READER.search(line)]
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
 def test_there_are_notebooks():
@@ -22,17 +91,22 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_name(path: Path):
+    assert NOTEBOOK_NAME.match(path.name), (
+        f"{path.name}: a notebook is named NN_topic.ipynb or NNx_topic.ipynb (two digits, an optional lower-case "
+        "letter, then lower-case letters, digits and underscores), so that the course's checks and its order see it")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_conventions(path: Path):
-    notebook = nbformat.read(path, as_version=4)
+    notebook = _notebook(path)
     cells = notebook.cells
     code = [cell for cell in cells if cell.cell_type == "code"]
     assert notebook.metadata.get("kernelspec", {}).get("name") == "python3", "kernel must be python3"
     assert cells[0].cell_type == "markdown" and "What you will learn" in _source(cells[0]), "open with what you will learn"
-    tagged = [cell for cell in code if "parameters" in cell.metadata.get("tags", [])]
-    assert len(tagged) == 1, "exactly one code cell tagged `parameters`"
-    after = code[code.index(tagged[0]) + 1]
-    assert re.search(r"check_parameters\(\s*globals\(\)", _source(after)), "the cell after `parameters` checks them"
-    assert "get_spark(" in _source(after) and "workdir(" in _source(after), "sessions and work dirs come from deltalab"
+    _, after = _setup_cell(path)
+    assert re.search(r"check_parameters\(\s*globals\(\)", after), "the cell after `parameters` checks them"
+    assert "get_spark(" in after and "workdir(" in after, "sessions and work dirs come from deltalab"
     assert any("Recap" in _source(cell) for cell in cells if cell.cell_type == "markdown"), "end with a recap"
     assert "show_versions(spark)" in _source(code[-1]), "the last cell prints the versions it was checked with"
     assert any(cell.get("outputs") for cell in code), f"stored without outputs; run `make outputs NB={path.relative_to(REPO)}`"
@@ -40,6 +114,112 @@ def test_notebook_conventions(path: Path):
         assert not ABSOLUTE_PATH.search(_source(cell)), f"cell {index} types an absolute path; use workdir()"
         errors = [output for output in cell.get("outputs", []) if output.output_type == "error"]
         assert not errors, f"cell {index} is stored with an error output"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_one_way_to_read_a_delta_table(path: Path):
+    """Rule 1: tables are read with read_table(...); Spark's reader by hand only where it is the lesson, and marked."""
+    unmarked = []
+    for index, source in _code_cells(path):
+        lines = _spark_reader_lines(source)
+        if not lines:
+            continue
+        comments = _comments(source)
+        unmarked += [f"cell {index} line {number}: {source.splitlines()[number - 1].strip()}"
+                     for number in lines if not comments.get(number, "").startswith(SPARK_READER_MARK)]
+    assert not unmarked, (
+        f"{path.name} reads a Delta table with Spark's reader by hand; read it with deltalab's read_table(path, "
+        f"version=..., timestamp=..., **options), or, where Spark's reader is the lesson, end the line with a comment "
+        f"that starts with `{SPARK_READER_MARK}` (`{SPARK_READER_MARK}: why`): " + "; ".join(unmarked))
+
+
+def test_spark_reader_comes_before_read_table():
+    """Rule 1: the first notebook that reads a Delta table shows Spark's own reader before any read_table call."""
+    for path in NOTEBOOKS:
+        reads = []
+        for index, source in _code_cells(path):
+            reads += [(index, number, "Spark's own reader") for number in _spark_reader_lines(source)]
+            reads += [(index, node.lineno, "read_table") for node in ast.walk(_tree(path, index, source))
+                      if isinstance(node, ast.Call) and _called_name(node) == "read_table"]
+        if reads:
+            index, number, kind = min(reads)
+            assert kind == "Spark's own reader", (
+                f"{path.name} is the first notebook that reads a Delta table, with read_table (cell {index} line "
+                f"{number}); show Spark's own reader first, marked `{SPARK_READER_MARK}: ...`")
+            return
+    pytest.fail("no notebook reads a Delta table")
+
+
+def _defined_names(module: str) -> set[str] | None:
+    """The top-level names module `module` defines (and, for a package, its submodules), or None if absent."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    names = {module.name for module in pkgutil.iter_modules(spec.submodule_search_locations or [])}
+    for node in ast.parse(Path(spec.origin).read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_imports_from_deltalab(path: Path):
+    """Rule 2: `from deltalab import X` for what deltalab exports (or a module), `from deltalab.m import Y` else."""
+    wrong = []
+    for index, source in _code_cells(path):
+        for node in ast.walk(_tree(path, index, source)):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            where = f"cell {index} line {node.lineno}"
+            if isinstance(node, ast.Import):
+                wrong += [f"{where}: `import {alias.name}`; write `from deltalab import ...`" for alias in node.names
+                          if alias.name == "deltalab" or alias.name.startswith("deltalab.")]
+            elif node.level == 0 and node.module == "deltalab":
+                wrong += [f"{where}: deltalab exports no `{alias.name}`; import it from its module"
+                          for alias in node.names if alias.name not in EXPORTED | SUBMODULES]
+            elif node.level == 0 and (node.module or "").startswith("deltalab."):
+                defined = _defined_names(node.module)
+                for alias in node.names:
+                    if alias.name in EXPORTED:
+                        wrong.append(f"{where}: `{alias.name}` is exported; write `from deltalab import {alias.name}`")
+                    elif defined is None:
+                        wrong.append(f"{where}: there is no module {node.module}")
+                    elif alias.name not in defined:
+                        wrong.append(f"{where}: {node.module} does not define `{alias.name}`; "
+                                     "import it from the module that does")
+    assert not wrong, f"{path.name}: " + "; ".join(wrong)
+
+
+def test_no_helper_defined_in_two_notebooks():
+    """Rule 3: a function or class is defined (at any depth) in one notebook only; a shared need goes into deltalab."""
+    where = defaultdict(set)
+    for path in NOTEBOOKS:
+        for index, source in _code_cells(path):
+            for node in ast.walk(_tree(path, index, source)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                        and not (node.name.startswith("__") and node.name.endswith("__")):
+                    where[node.name].add(path.stem)
+    twice = {name: sorted(stems) for name, stems in sorted(where.items()) if len(stems) > 1}
+    assert not twice, ("defined in more than one notebook (rename one, or move the shared helper into deltalab): "
+                       + "; ".join(f"{name} in {', '.join(stems)}" for name, stems in twice.items()))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_setup_cell_is_named_after_the_notebook(path: Path):
+    """Rule 4: the cell after `parameters` calls get_spark("<file stem>") and workdir("<file stem>")."""
+    index, source = _setup_cell(path)
+    calls = defaultdict(list)
+    for node in ast.walk(_tree(path, index, source)):
+        if isinstance(node, ast.Call) and _called_name(node) in ("get_spark", "workdir"):
+            first = node.args[0] if node.args else node
+            calls[_called_name(node)].append(first.value if isinstance(first, ast.Constant) else ast.unparse(first))
+    for name in ("get_spark", "workdir"):
+        assert calls[name], f"{path.name}: the cell after `parameters` calls no {name}(\"{path.stem}\")"
+        assert all(argument == path.stem for argument in calls[name]), \
+            f"{path.name}: {name} is called with {calls[name]}; name it after the file: {name}(\"{path.stem}\")"
 
 
 def test_index_lists_every_notebook():
