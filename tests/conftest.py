@@ -1,7 +1,11 @@
-"""Shared test setup: a temporary work root for everything the suite runs, and one Spark session.
+"""Shared test setup: a temporary work root for everything the suite runs, one Spark session, the
+plan xdist follows (tests/support/suite_schedule.py) and the table of seconds per file.
 
 nbval starts one kernel per notebook; those kernels inherit this process's environment, so
 setting DELTALAB_WORKDIR here keeps every notebook's tables in the temporary root too.
+
+The helpers the test files import live in tests/support/ (on the path through ``pythonpath`` in
+pyproject.toml); tests/README.md says where what is.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 from course_testing import REPO
 from cross_engine import CrossEngine
 from suite_schedule import SAME_WORKER_AS, longest_first
+
 _TEMPORARY_ROOT: str | None = None
 
 
@@ -42,9 +47,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     the longest scopes first (``suite_schedule``).
 
     loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
-    check tests share the concurrent pairs and the killed writer that tests/test_labs.py measures
-    once per process (80 s), lab 09's the table two streaming queries wrote (13 s), so they join its
-    scope: built once per suite, not once per worker.
+    check tests (tests/test_lab05_concurrency.py) share the concurrent pairs and the killed writer
+    that tests/test_labs.py measures once per process (80 s), lab 09's (test_lab09_streaming.py) the
+    table two streaming queries wrote (13 s), so they join its scope: built once per suite, not once
+    per worker.
     (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
     """
     if config.getvalue("dist") != "loadscope":
@@ -79,6 +85,14 @@ def spark():
 def repo() -> Path:
     """The repository's root folder."""
     return REPO
+
+
+@pytest.fixture()
+def wd(request) -> Path:
+    """An emptied work directory named after the test file (``test_streaming``), under the suite's work root."""
+    from deltalab import workdir
+
+    return workdir(request.path.stem)
 
 
 class SecondsPerFile:

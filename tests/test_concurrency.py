@@ -13,7 +13,7 @@ from deltalab import concurrency as cc
 from deltalab import drivers
 from deltalab.errors import DeltaLabError
 from deltalab.holds import Hold
-from deltalab.log import commit_info, commit_versions, latest_version
+from deltalab.log import commit_info, commit_versions
 from deltalab.plots import style_conflict_matrix
 
 
@@ -60,12 +60,6 @@ def test_retry_on_conflict_retries_only_the_named_classes() -> None:
 def test_retry_on_conflict_rejects_an_empty_tuple() -> None:
     with pytest.raises(DeltaLabError, match="non-empty tuple"):
         cc.retry_on_conflict(lambda: None, ())
-
-
-def test_latest_version_of_a_folder_that_is_not_a_table(tmp_path) -> None:
-    (tmp_path / "_delta_log").mkdir()
-    with pytest.raises(DeltaLabError, match="not a Delta table"):
-        latest_version(tmp_path)
 
 
 # ----------------------------------------------------------------------------- real tables

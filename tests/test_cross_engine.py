@@ -1,4 +1,4 @@
-"""The comparison behind tests/cross_engine.py's per-notebook item, on tables this test writes itself.
+"""The comparison behind tests/support/cross_engine.py's per-notebook item, on tables this test writes itself.
 
 A plain partitioned table (a partition value with a space and a colon, so paths must be decoded
 alike), a table with a deletion vector, a type-widened table delta-rs refuses with a reason its

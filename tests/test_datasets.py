@@ -1,4 +1,7 @@
-"""deltalab.locations.dataset_path and the files in data/: found without a typed path, reproducible from their script."""
+"""The files in data/: each reproducible from its script, and holding what the notebooks rely on.
+
+How notebooks find them (deltalab.locations.dataset_path) is tested in tests/test_locations.py.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +9,10 @@ import csv
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from course_testing import REPO
-from deltalab.locations import dataset_path
-from deltalab.errors import DeltaLabError
-
-
-def test_dataset_path_finds_the_clones_data_folder(monkeypatch):
-    monkeypatch.delenv("DELTALAB_DATA_DIR", raising=False)
-    assert dataset_path("loans_by_state.csv") == (REPO / "data" / "loans_by_state.csv").resolve()
-
-
-def test_data_dir_variable_comes_first(monkeypatch, tmp_path):
-    (tmp_path / "loans_by_state.csv").write_text("addr_state,count\nXX,1\n")
-    monkeypatch.setenv("DELTALAB_DATA_DIR", str(tmp_path))
-    assert dataset_path("loans_by_state.csv") == (tmp_path / "loans_by_state.csv").resolve()
-
-
-@pytest.mark.parametrize("name", ["", "../README.md", "data/loans_by_state.csv"])
-def test_a_path_is_not_a_dataset_name(name):
-    with pytest.raises(DeltaLabError, match="is not a dataset name"):
-        dataset_path(name)
-
-
-def test_a_missing_dataset_names_where_it_looked(monkeypatch, tmp_path):
-    monkeypatch.setenv("DELTALAB_DATA_DIR", str(tmp_path))
-    with pytest.raises(DeltaLabError) as caught:
-        dataset_path("no_such_file.csv")
-    assert str(tmp_path) in str(caught.value) and "DELTALAB_DATA_DIR" in str(caught.value)
 
 
 @pytest.mark.parametrize("script, dataset", [("make_loans.py", "loans_by_state.csv"),

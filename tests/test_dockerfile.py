@@ -62,7 +62,7 @@ def test_every_pip_install_is_constrained_by_the_lock_file():
     assert generator, "the constraints file must be generated from requirements.lock by docker/image-requirements.py"
 
 
-def test_image_constraints_are_the_lock_file(tmp_path):
+def test_image_constraints_are_the_lock_file():
     module = _image_requirements_module()
     lock = (REPO / "requirements.lock").read_text()
     # On a Python new enough for every pin, the constraints are the lock file, line for line.
@@ -70,11 +70,43 @@ def test_image_constraints_are_the_lock_file(tmp_path):
     assert same == lock.splitlines() and changes == [], "the image must install the lock's versions unchanged"
     # On Debian bookworm's Python, only the documented overrides differ, each from a pin the lock has.
     bookworm, changes = module.image_constraints(lock, (3, 11, 2))
+    assert len(bookworm) == len(lock.splitlines()), "one constraint line per line of the lock"
     differing = {a for a, b in zip(lock.splitlines(), bookworm) if a != b}
     assert len(differing) == len(changes), f"unexplained differences from the lock: {sorted(differing)}"
     for line in differing:
         name = module.canonical(module.base_name(line))
         assert name in {module.canonical(k) for k in module.OVERRIDES}, f"{line} changed without an override entry"
+    pinned = {module.canonical(module.base_name(line)) for line in lock.splitlines()
+              if line.strip() and not line.startswith("#")}
+    stale = [name for name in module.OVERRIDES if module.canonical(name) not in pinned]
+    assert stale == [], f"docker/image-requirements.py overrides {stale}, which requirements.lock does not pin"
+    if not module.OVERRIDES:   # today's table: bookworm's constraints are the lock itself
+        assert bookworm == lock.splitlines() and changes == []
+
+
+def test_image_constraints_override_exactly_the_pins_named_for_an_older_python(monkeypatch):
+    """The override mechanism on a made-up table: only the named pins change, and only on a Python
+    older than the entry's; names match however they are spelt; comment lines are never touched."""
+    module = _image_requirements_module()
+    lock = (REPO / "requirements.lock").read_text()
+    lines = lock.splitlines()
+    names = [module.base_name(line) for line in lines if line.strip() and not line.startswith("#")]
+    odd = next(name for name in names if name != module.canonical(name))   # spelt unlike PEP 503: delta_spark
+    plain, not_needed = [name for name in names if name == module.canonical(name)][:2]
+    monkeypatch.setattr(module, "OVERRIDES", {
+        plain.upper(): ("0.0.1", (3, 11, 5), "made up: needs 3.11.5"),
+        module.canonical(odd): ("0.0.2", (3, 11, 3), "made up, spelt otherwise than the lock"),
+        not_needed: ("0.0.3", (3, 11, 0), "made up: 3.11.2 is new enough"),
+        "not-in-the-lock": ("0.0.4", (3, 99, 0), "made up: pins nothing"),
+    })
+    bookworm, changes = module.image_constraints(lock, (3, 11, 2))
+    assert len(bookworm) == len(lines)
+    differing = {before: after for before, after in zip(lines, bookworm) if before != after}
+    assert sorted(differing.values()) == sorted([f"{plain}==0.0.1", f"{module.canonical(odd)}==0.0.2"]), differing
+    assert sorted(module.base_name(line) for line in differing) == sorted([plain, odd]), differing
+    assert len(changes) == 2 and all("made up" in change for change in changes), changes
+    newest, changes = module.image_constraints(lock, (3, 99, 0))
+    assert newest == lines and changes == [], "a Python new enough for every pin gets the lock unchanged"
 
 
 def test_image_installs_the_course_extra_from_pyproject():
@@ -123,7 +155,7 @@ def test_compose_publishes_jupyterlab_on_localhost_only():
     assert {"lab", "spark-worker"} <= work_mounts, "driver and executors must share the work volume"
 
 
-@pytest.mark.parametrize("script", ["entrypoint.sh", "healthcheck.sh", "fetch-jars.sh"])
+@pytest.mark.parametrize("script", ["entrypoint.sh", "healthcheck.sh", "fetch-jars.sh", "test-image.sh"])
 def test_shell_scripts_parse(script):
     result = subprocess.run(["bash", "-n", str(DOCKER / script)], capture_output=True, text=True)
     assert result.returncode == 0, f"docker/{script} has a syntax error: {result.stderr}"

@@ -1,11 +1,14 @@
-"""deltalab.files: the table's folder and what Spark reads of it, on real Delta tables."""
+"""deltalab.files: the table's folder (trees, data files, orphans) and what Spark reads of it, on
+real Delta tables."""
 
 from __future__ import annotations
 
 import pytest
 
+from course_testing import addr_state_table
 from deltalab import read_table
 from deltalab.errors import DeltaLabError
+from deltalab.files import directory_files, human_size, orphan_data_files, tree_lines
 
 
 def test_read_table_reads_the_latest_version_or_travels(spark, tmp_path) -> None:
@@ -37,3 +40,32 @@ def test_read_table_of_a_folder_that_is_no_table_says_so(tmp_path) -> None:
         read_table(tmp_path / "plain")
     with pytest.raises(DeltaLabError, match="does not exist or is not a directory"):
         read_table(tmp_path / "missing")
+
+
+def test_tree_lines(tmp_path):
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "_delta_log" / "00000000000000000000.json").write_text("{}\n")
+    (table / "_delta_log" / "00000000000000000000.crc").write_text("{}")
+    (table / "part-00000.parquet").write_bytes(b"x" * 2048)
+    assert tree_lines(table) == [
+        "t/",
+        "├── _delta_log/",
+        "│   ├── 00000000000000000000.crc  (2 B)",
+        "│   └── 00000000000000000000.json  (3 B)",
+        "└── part-00000.parquet  (2.0 KiB)",
+    ]
+    assert "00000000000000000000.crc  (2 B)" not in "\n".join(tree_lines(table, hide_crc=True))
+    assert human_size(5 * 2**20) == "5.0 MiB"
+    with pytest.raises(FileNotFoundError):
+        tree_lines(tmp_path / "missing")
+
+
+def test_orphans_are_files_no_commit_references(spark, wd):
+    path = wd / "orphans"
+    addr_state_table(spark, path)
+    assert orphan_data_files(path) == set()
+    stray = path / "part-99999-not-committed.snappy.parquet"
+    stray.write_bytes(b"PAR1")
+    assert orphan_data_files(path) == {stray.name}
+    assert stray.name in directory_files(path) and "_delta_log/00000000000000000000.json" in directory_files(path)

@@ -1,17 +1,27 @@
 """deltalab.jupyterlab: JupyterLab's command line, environment and working directory per role
-(what `make lab`, `make instructor` and the course image run), and what it refuses.
+(what `make lab`, `make instructor` and the course image run), what it refuses, and `make lab`
+itself: a real server that wants the token.
 
-No server is started here: tests/test_browser.py and test_make_lab_requires_the_token do that.
+Only test_make_lab_requires_the_token starts a server; tests/test_browser.py opens both roles in
+a browser.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from course_testing import require
 from deltalab import jupyterlab
 from deltalab.errors import DeltaLabError
 from deltalab.jupyterlab import LabLaunch, course_root, jupyter_config_dir, lab_launch
@@ -173,3 +183,48 @@ def test_the_command_becomes_jupyterlab(course, monkeypatch, as_user):
     assert argv[1:] == ["lab", "--ip=0.0.0.0", "--port=8890", f"--ServerApp.root_dir={course}", "--no-browser",
                         "--debug", str(course / "notebooks" / "README.md")]
     assert env["JUPYTER_TOKEN"] == "s3cret"
+
+
+# --- make lab ---------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_make_lab_requires_the_token(tmp_path):
+    require(shutil.which("make") is not None, "make is not installed")
+    port, token = _free_port(), "course-test-token"
+    env = dict(os.environ, PORT=str(port), JUPYTER_TOKEN=token, DELTALAB_NO_BROWSER="1",
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
+    server = subprocess.Popen(["make", "-s", "lab"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if _status(f"{base}/api/status") in (200, 403):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "JupyterLab did not start within 180 s"
+            assert server.poll() is None, "make lab exited early"
+            time.sleep(1)
+        assert _status(f"{base}/api/contents") == 403
+        assert _status(f"{base}/api/contents", {"Authorization": f"token {token}"}) == 200
+        assert _status(f"{base}/api/contents/notebooks/README.md?token={token}") == 200
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deltalab.errors import DeltaLabError
-from deltalab.log import dv_id, read_log, replay_log, short_file_name
+from deltalab.log import dv_id, latest_version, read_log, replay_log, short_file_name
 from deltalab.session import temporary_conf
 
 
@@ -126,6 +126,12 @@ def test_corrupt_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(DeltaLabError, match="checkpoint file .* is corrupt"):
         replay_log(table)
     assert replay_log(table, use_checkpoints=False).paths() == ["a.parquet"]
+
+
+def test_latest_version_of_a_folder_that_is_not_a_table(tmp_path) -> None:
+    (tmp_path / "_delta_log").mkdir()
+    with pytest.raises(DeltaLabError, match="not a Delta table"):
+        latest_version(tmp_path)
 
 
 # --- against Spark: real tables ------------------------------------------------------------

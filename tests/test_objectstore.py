@@ -1,4 +1,6 @@
-"""deltalab.objectstore: the local S3 and DynamoDB server (no Spark here; notebook 11 runs Spark on it)."""
+"""deltalab.objectstore: the local S3 and DynamoDB server (no Spark here; notebook 11 runs Spark on it).
+
+Whether moto still needs the course's BOOL fix is watched in tests/upstream/test_moto_bool.py."""
 
 from __future__ import annotations
 
@@ -89,17 +91,6 @@ def test_dynamodb_keeps_bools_written_by_attribute_updates(store: ObjectStore):
                                            "v": {"Value": {"N": "1"}, "Action": "PUT"}})
     item = dynamodb.get_item(TableName="flags", Key={"id": {"S": "t"}})["Item"]
     assert item["done"] == {"BOOL": True} and item["v"] == {"N": "1"}
-
-
-def test_moto_still_needs_the_bool_fix():
-    """If this fails, moto stores BOOLs right by itself: remove _store_bools_as_bools."""
-    from moto.dynamodb.models.dynamo_type import Item
-
-    if getattr(Item.update_with_attribute_updates, "_deltalab_fixed", False):
-        pytest.skip("this process already applied the fix")
-    item = Item(hash_key=None, range_key=None, attrs={"id": {"S": "t"}})
-    item.update_with_attribute_updates({"done": {"Value": {"BOOL": True}, "Action": "PUT"}})
-    assert item.attrs["done"].type != "BOOL", "moto 5.2.5 stores it as a string"
 
 
 def test_stop_ends_the_server_and_everything_it_held(tmp_path):

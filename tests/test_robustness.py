@@ -1,10 +1,14 @@
-"""A classroom's misuse, with real processes (issue 20): one work directory wanted by two
-processes, interrupted cells, killed kernels, a read-only checkout, a full or unwritable disk.
+"""A classroom's misuse, with a real Jupyter kernel (issue 20): interrupted cells, killed kernels,
+a read-only checkout.
 
-Plain Python processes where the behaviour needs no Spark (locks, process trees, the checks
-made before Spark starts); one real Jupyter kernel for what needs Spark (a held transaction and
-a blocked writer, interrupted and then killed); papermill for notebook 00 from a read-only copy.
+One kernel, started in a read-only copy of notebooks/ and data/ as a classroom share mounts it,
+runs notebook 00 there, then holds a transaction and blocks a writer (notebooks 05 and 02) and is
+interrupted, runs a long Spark job and is interrupted, and is finally killed with a writer running.
 Every wait polls with a bound; nothing relies on a sleep being long enough.
+
+The same misuse without a kernel is tested by module: a work directory wanted by two processes in
+tests/test_workdir.py, a full or unwritable disk in test_locations.py, helpers that end with their
+owner or an interrupted wait in test_processes.py.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ import re
 import shutil
 import signal
 import stat
-import subprocess
-import sys
 import textwrap
 import time
 from dataclasses import dataclass
@@ -25,37 +27,8 @@ from pathlib import Path
 import pytest
 
 from course_testing import REPO
-from deltalab.errors import DeltaLabError
-from deltalab.locations import LOCKS_DIR, MIN_FREE_ENV, WORKDIR_ENV, min_free_mib, work_root
-from deltalab.processes import (ProcessId, end_process, is_running, owned_processes,
-                                process_tree, start_owned)
-from deltalab.workdir import workdir
-
-POLL = 0.02
-
-
-def poll(condition, timeout: float, what: str) -> float:
-    """Poll ``condition`` every 20 ms until true; return the seconds it took, fail after ``timeout``."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(POLL)
-    return time.monotonic() - started
-
-
-def python(code: str, env: dict[str, str], **kwargs) -> subprocess.Popen[str]:
-    """A Python process running ``code``, with pipes for its stdin, stdout and stderr."""
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-
-
-def environment(root: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, WORKDIR_ENV: str(root), **extra}
-
-
-def running(tree: list[ProcessId]) -> list[int]:
-    return [p.pid for p in tree if is_running(p)]
+from deltalab.processes import ProcessId, process_tree
+from process_testing import environment, poll, running
 
 
 def command_line(pid: int) -> str:
@@ -70,254 +43,6 @@ def is_spark_jvm(pid: int) -> bool:
     """True for a Spark driver's JVM (not the launcher scripts that start one)."""
     arguments = command_line(pid).split(" ")
     return Path(arguments[0]).name == "java" and "org.apache.spark.deploy.SparkSubmit" in arguments
-
-
-# --------------------------------------------------------------------------------------------
-# One work directory, two processes
-# --------------------------------------------------------------------------------------------
-
-HOLDER = """
-    import sys
-    from deltalab import workdir
-    path = workdir("08_zorder_benchmark")
-    (path / "table.txt").write_text("the first run's table")
-    assert workdir("08_zorder_benchmark", fresh=False) == path   # the same process may ask again
-    again = workdir("08_zorder_benchmark")                       # and re-run its setup cell
-    (again / "table.txt").write_text("the first run's table")
-    print("holding", flush=True)
-    sys.stdin.read()                                             # until the test closes stdin
-"""
-
-def refused_or(call: str, success: str) -> str:
-    """A script that runs ``call``; on a DeltaLabError it prints the message and exits 3."""
-    return f"""
-    from deltalab import DeltaLabError, get_spark, workdir
-    try:
-        {call}
-    except DeltaLabError as error:
-        print(error)
-        raise SystemExit(3)
-    print({success!r})
-"""
-
-
-SECOND = refused_or('workdir("08_zorder_benchmark")', "got it")
-
-
-def test_a_second_process_is_refused_by_name_and_nothing_is_emptied(tmp_path):
-    env = environment(tmp_path / "work")
-    holder = python(HOLDER, env)
-    try:
-        assert holder.stdout.readline() == "holding\n", holder.stderr.read()
-        second = subprocess.run([sys.executable, "-c", textwrap.dedent(SECOND)], env=env, text=True,
-                                capture_output=True, timeout=60)
-        assert second.returncode == 3, second.stdout + second.stderr
-        message = second.stdout
-        print(message)
-        assert f"The work directory {tmp_path / 'work' / '08_zorder_benchmark'} is in use by another process: " \
-               f"pid {holder.pid} (" in message
-        assert "workdir(\"08_zorder_benchmark\")" in message, "the holder's command line is shown"
-        assert f"`kill {holder.pid}`" in message and "Kernel > Shut Down Kernel" in message
-        assert f"set {WORKDIR_ENV} to another directory" in message
-        table = tmp_path / "work" / "08_zorder_benchmark" / "table.txt"
-        assert table.read_text() == "the first run's table", "the holder's work directory was not emptied"
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
-    assert holder.returncode == 0, holder.stderr.read()
-    after = subprocess.run([sys.executable, "-c", textwrap.dedent(SECOND)], env=env, text=True,
-                           capture_output=True, timeout=60)
-    assert after.stdout == "got it\n", "the lock ends with the process that held it"
-
-
-def test_a_killed_holder_never_blocks_the_next_run(tmp_path):
-    env = environment(tmp_path / "work")
-    holder = python(HOLDER, env)
-    assert holder.stdout.readline() == "holding\n", holder.stderr.read()
-    holder.kill()
-    holder.wait(timeout=60)
-    second = subprocess.run([sys.executable, "-c", textwrap.dedent(SECOND)], env=env, text=True,
-                            capture_output=True, timeout=60)
-    assert second.stdout == "got it\n", second.stdout + second.stderr
-    assert list((tmp_path / "work" / "08_zorder_benchmark").iterdir()) == [], "the next run starts empty"
-
-
-def test_a_forked_child_does_not_keep_its_parents_work_directory(tmp_path):
-    """multiprocessing (fork) in a notebook: when the kernel dies, its forked children do not hold the lock."""
-    env = environment(tmp_path / "work")
-    parent = python("""
-        import os, sys, time
-        from deltalab import workdir
-        workdir("08_zorder_benchmark")
-        child = os.fork()
-        if child == 0:
-            time.sleep(600)
-            os._exit(0)
-        print(child, flush=True)
-        sys.stdin.read()
-    """, env)
-    child = int(parent.stdout.readline())
-    try:
-        parent.kill()
-        parent.wait(timeout=60)
-        assert is_running(process_tree(child)[0]), "the forked child still runs"
-        second = subprocess.run([sys.executable, "-c", textwrap.dedent(SECOND)], env=env, text=True,
-                                capture_output=True, timeout=60)
-        assert second.stdout == "got it\n", second.stdout + second.stderr
-    finally:
-        os.kill(child, signal.SIGKILL)
-
-
-def test_the_lock_file_is_beside_the_work_directories_never_in_them(tmp_path, monkeypatch):
-    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
-    path = workdir("locked")
-    lock = tmp_path / "work" / LOCKS_DIR / "locked.lock"
-    assert lock.is_file() and lock.read_text().split("\n")[0] == str(os.getpid())
-    assert list(path.iterdir()) == [], "nothing in the work directory, so no table listing shows the lock"
-    (path / "t").mkdir()
-    assert workdir("locked") == path and list(path.iterdir()) == [] and lock.is_file(), \
-        "emptying the work directory keeps the lock"
-    shutil.rmtree(tmp_path / "work" / LOCKS_DIR)   # the root emptied by hand: the next call locks again
-    assert workdir("locked") == path and lock.is_file()
-
-
-# --------------------------------------------------------------------------------------------
-# A full disk, a work root that cannot be written: one message before Spark starts
-# --------------------------------------------------------------------------------------------
-
-START_SPARK = refused_or('get_spark("robustness")', "Spark started")
-
-
-def test_low_free_space_is_refused_before_spark_starts(tmp_path):
-    root = tmp_path / "work"
-    free_mib = shutil.disk_usage(tmp_path).free // 2**20
-    env = environment(root, **{MIN_FREE_ENV: str(free_mib + 10 * 1024)})
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(START_SPARK)], env=env, text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 3, done.stdout + done.stderr
-    print(done.stdout)
-    assert re.search(rf"Only \d+\.\d GiB is free on the disk of the work directory root {re.escape(str(root))}; "
-                     r"the course needs at least \d+\.\d GiB there", done.stdout)
-    assert f"export {WORKDIR_ENV}=/path/with/space" in done.stdout and f"export {MIN_FREE_ENV}=256" in done.stdout
-    assert not (root / "_logs").exists(), "Spark never started: its log file is opened just before the JVM"
-
-
-def test_an_unwritable_work_root_is_refused_before_spark_starts(tmp_path):
-    if os.geteuid() == 0:   # root writes anywhere: a root below a file can never be created, by anyone
-        blocker = tmp_path / "a-file"
-        blocker.write_text("not a directory")
-        root = blocker / "work"
-    else:
-        locked = tmp_path / "read-only"
-        locked.mkdir()
-        locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
-        root = locked / "work"
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(START_SPARK)], env=environment(root), text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 3, done.stdout + done.stderr
-    print(done.stdout)
-    assert f"The work directory root {root} cannot be written: " in done.stdout
-    assert f"Fix: Set {WORKDIR_ENV} to a directory you can write to" in done.stdout
-
-
-def test_the_free_space_limit_is_read_from_the_environment(tmp_path, monkeypatch):
-    monkeypatch.delenv(MIN_FREE_ENV, raising=False)
-    assert min_free_mib() == 1024
-    monkeypatch.setenv(MIN_FREE_ENV, "0")
-    assert min_free_mib() == 0
-    monkeypatch.setenv(MIN_FREE_ENV, "lots")
-    with pytest.raises(DeltaLabError, match=f"{MIN_FREE_ENV} is 'lots', not a whole number of MiB"):
-        min_free_mib()
-    monkeypatch.setenv(MIN_FREE_ENV, str(shutil.disk_usage(tmp_path).free // 2**20 + 1024))
-    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
-    with pytest.raises(DeltaLabError, match="is free on the disk of the work directory root"):
-        workdir("demo")
-    assert not (tmp_path / "work" / "demo").exists() and not (tmp_path / "work" / LOCKS_DIR).exists(), \
-        "refused before anything was locked or created"
-    monkeypatch.setenv(MIN_FREE_ENV, "0")
-    assert work_root() == tmp_path / "work"
-
-
-# --------------------------------------------------------------------------------------------
-# Helper processes: they end with their owner, and with an interrupted wait
-# --------------------------------------------------------------------------------------------
-
-# A helper that starts a child in its own process group (as PySpark's worker daemon does) and one in its group.
-FAMILY = ("import os, subprocess, sys, time; "
-          "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setpgid(0, 0); time.sleep(600)']); "
-          "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)")
-
-
-def whole_family(guardian: int) -> list[ProcessId]:
-    """The guardian, the helper and its two children, once all four run."""
-    def complete() -> bool:
-        tree = process_tree(guardian)
-        return len(tree) == 4 and len({p.group for p in tree}) == 2   # one child made a group of its own
-
-    poll(complete, 60, "the helper and both its children run")
-    return process_tree(guardian)
-
-
-def test_a_helper_and_everything_it_started_die_with_their_owner(tmp_path):
-    owner = python(f"""
-        import sys
-        from pathlib import Path
-        from deltalab.processes import start_owned
-        helper = start_owned([sys.executable, "-c", {FAMILY!r}], Path({str(tmp_path / 'helper.log')!r}))
-        print(helper.pid, flush=True)
-        sys.stdin.read()
-    """, environment(tmp_path / "work"))
-    tree = whole_family(int(owner.stdout.readline()))
-    owner.kill()
-    owner.wait(timeout=60)
-    seconds = poll(lambda: not running(tree), 10, "every process of the helper ends after its owner was killed")
-    print(f"the helper's {len(tree)} processes ended {seconds:.2f} s after their owner was SIGKILLed")
-
-
-def test_ending_a_helper_ends_the_children_that_left_its_group(tmp_path):
-    helper = start_owned([sys.executable, "-c", FAMILY], tmp_path / "helper.log")
-    tree = whole_family(helper.pid)
-    assert end_process(helper) == -signal.SIGKILL
-    assert running(tree) == [], "end_process returns once every process is gone"
-    assert helper not in owned_processes()
-
-
-def test_a_helper_exits_with_its_commands_status(tmp_path):
-    helper = start_owned([sys.executable, "-c", "print('hello'); raise SystemExit(7)"], tmp_path / "helper.log")
-    assert helper.wait(timeout=60) == 7
-    assert (tmp_path / "helper.log").read_text() == "hello\n"
-
-
-def test_an_interrupted_wait_ends_the_helpers_and_the_cell_runs_again(tmp_path):
-    """SIGINT during wait_until (the notebook's stop button): the helper ends, the kernel goes on."""
-    script = python(f"""
-        import sys
-        from pathlib import Path
-        from deltalab.processes import owned_processes, start_owned, wait_until
-
-        def cell(wait_for):
-            helper = start_owned([sys.executable, "-c", {FAMILY!r}], Path({str(tmp_path / 'helper.log')!r}))
-            print(helper.pid, flush=True)
-            wait_until(wait_for, timeout=600, what="the helper's work is done")
-            return helper
-
-        try:
-            cell(lambda: False)
-        except KeyboardInterrupt:
-            print("interrupted", owned_processes(), flush=True)
-        helper = cell(lambda: True)                   # the cell again, this time it finishes
-        print("again", [p.pid for p in owned_processes()] == [helper.pid], flush=True)
-    """, environment(tmp_path / "work"))
-    tree = whole_family(int(script.stdout.readline()))
-    script.send_signal(signal.SIGINT)
-    assert script.stdout.readline() == "interrupted []\n", script.stderr.read()
-    assert running(tree) == [], "the interrupted wait ended the helper with its children before going on"
-    second = int(script.stdout.readline())
-    assert script.stdout.readline() == "again True\n"
-    script.wait(timeout=60)
-    stderr = script.stderr.read()
-    assert f"Interrupted: stopped the helper process(es) {tree[0].pid} this kernel started" in stderr, stderr
-    assert poll(lambda: not process_tree(second), 10, "the second helper ends with the script") >= 0
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,17 +10,12 @@ import json
 
 import pytest
 
-from deltalab import latest_version, replay_log, workdir
+from deltalab import latest_version, replay_log
 from deltalab import streaming as st
 from deltalab.errors import DeltaLabError
 from deltalab.jvm import delta_app_versions
 
 SCHEMA = "id LONG, batch INT"
-
-
-@pytest.fixture()
-def wd():
-    return workdir("test_streaming")
 
 
 def test_drop_landing_file_writes_whole_json_lines_and_leaves_no_temporary_file(wd):

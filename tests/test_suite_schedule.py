@@ -1,4 +1,4 @@
-"""The plan ``make test`` gives xdist (tests/suite_schedule.py) names real files and orders the queue."""
+"""The plan ``make test`` gives xdist (tests/support/suite_schedule.py) names real files and orders the queue."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from suite_schedule import SAME_WORKER_AS, SECONDS_PER_SCOPE, longest_first
 
 def test_every_scope_named_is_a_file_of_the_suite():
     for scope in [*SECONDS_PER_SCOPE, *SAME_WORKER_AS, *SAME_WORKER_AS.values()]:
-        assert (REPO / scope).is_file(), f"{scope} is named in tests/suite_schedule.py but does not exist"
+        assert (REPO / scope).is_file(), f"{scope} is named in tests/support/suite_schedule.py but does not exist"
     merged = set(SAME_WORKER_AS) & set(SECONDS_PER_SCOPE)
     assert not merged, f"{merged} run inside another scope: time them with it, not on their own"
 

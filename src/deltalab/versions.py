@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-#: pyspark and delta-spark as pinned in requirements.lock (tests/test_foundation_units.py checks it).
+#: pyspark and delta-spark as pinned in requirements.lock (tests/test_versions.py checks it).
 PINNED_PYTHON_PACKAGES = {"pyspark": "4.2.0", "delta-spark": "4.4.1"}
 
 SCALA_BINARY_VERSION = "2.13"

@@ -1,8 +1,14 @@
-"""What notebook 00 says about Maven Central, asked again whenever the network is there.
+"""Upstream watch (Maven Central): what notebook 00 says about Delta's jars, asked again whenever
+the network is there.
 
 The pip package delta-spark is 4.4.1, but Maven Central had no 4.4.1 jar of Delta for Spark 4.2
 when the course was checked, so the course pins the 4.4.0 jars (versions.DELTA_JVM_VERSION).
-The day Maven Central lists 4.4.1, this test fails and says what to update. Offline, it is skipped.
+Offline, the test is skipped.
+
+When it fails: Maven Central now lists 4.4.1 (or no longer the pinned version). Pin the jar that is
+there in deltalab.versions.DELTA_JVM_VERSION, run `make setup` (it downloads the new jars), update
+notebook 00's section 'Where Delta comes from' and re-run the suite; then change this test to
+watch for the next mismatch, or delete it once the pip package and the jars agree.
 """
 
 from __future__ import annotations

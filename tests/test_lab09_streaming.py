@@ -1,7 +1,7 @@
 """The lab 09 checks (deltalab.labs.lab09_streaming): the classic mistakes get their specific message.
 
 Exercise 1's table (two queries, a checkpoint, early commits cleaned up) is built once per process
-and shared with tests/test_labs.py when both run in one session.
+and shared with tests/test_labs.py, which `make test` runs on the same worker (tests/support/suite_schedule.py).
 """
 
 from __future__ import annotations

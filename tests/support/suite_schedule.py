@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-# Test files that share work measured once per process: xdist must run them on one worker.
-SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py", "tests/test_lab09_checks.py": "tests/test_labs.py"}
+# Test files that share work measured once per process: xdist must run them on one worker. Lab 05's
+# check tests share the conflict pairs and the killed writer, lab 09's the table two streaming
+# queries wrote, with the runs of the labs' solutions in tests/test_labs.py.
+SAME_WORKER_AS = {"tests/test_lab05_concurrency.py": "tests/test_labs.py",
+                  "tests/test_lab09_streaming.py": "tests/test_labs.py"}
 
 # The longest scopes, with the seconds each took in a full two-worker `make test` (rounded; they
 # only order the queue). Longest first keeps the last minutes from running one long scope on one
@@ -20,7 +23,7 @@ SAME_WORKER_AS = {"tests/test_lab05_checks.py": "tests/test_labs.py", "tests/tes
 # Scopes not named here follow, most tests first. Re-measure with the table `make test` prints at
 # its end when these drift.
 SECONDS_PER_SCOPE = {
-    "tests/test_labs.py": 266,  # with test_lab05_checks.py and test_lab09_checks.py (SAME_WORKER_AS)
+    "tests/test_labs.py": 266,  # with test_lab05_concurrency.py and test_lab09_streaming.py (SAME_WORKER_AS)
     "tests/test_cluster.py": 156,
     "notebooks/05_optimistic_concurrency.ipynb": 97,
     "notebooks/08_zorder_benchmark.ipynb": 92,
@@ -37,7 +40,9 @@ SECONDS_PER_SCOPE = {
     "tests/test_robustness.py": 46,
     "notebooks/12_other_engines.ipynb": 45,
     "tests/test_log.py": 45,
-    "tests/test_foundation_spark.py": 41,
+    # test_foundation_spark.py (41 s in that run) is now test_session, test_jars, test_doctor, test_notebook,
+    # test_workdir and test_jupyterlab.py, each under 20 s on its own; test_robustness.py has since lost
+    # its tests without a kernel to test_workdir, test_locations and test_processes.py (seconds).
 }
 
 

@@ -1,7 +1,7 @@
 """The lab 05 checks (deltalab.labs.lab05_concurrency): typical wrong answers get their specific message.
 
 The pairs of exercise 1 and the killed-writer table of exercise 3 are measured once per process
-and shared with tests/test_labs.py when both run in one session.
+and shared with tests/test_labs.py, which `make test` runs on the same worker (tests/support/suite_schedule.py).
 """
 
 from __future__ import annotations

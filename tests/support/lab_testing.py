@@ -1,5 +1,6 @@
 """Test-only helpers for the labs: run a lab notebook inside the pytest process, read its check
-results, and regenerate the student versions with nbgrader (none of it is course material)."""
+results, regenerate the student versions with nbgrader, and the one assertion on a failed check's
+message (:func:`assert_plain_failure`; none of it is course material)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import contextlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-
 
 
 @dataclass
@@ -81,18 +81,37 @@ def generate_student_versions(course: Path, labs: list[str] | None = None) -> di
     return made
 
 
+#: What a check's message must never show: a stack trace, Java's frames, a failed assertion.
+LEAKS = ("Traceback", "py4j", "at org.apache", "\tat ", "AssertionError")
+
+
+def assert_plain_failure(error: BaseException | None, where: str = "") -> str:
+    """The message of ``error``, checked for the lab format (the suite's one check of it).
+
+    ``error`` is a ``CheckFailed`` whose message starts with "✗ ", has the "Where to look:" line,
+    has at most three lines and no stack trace (:data:`LEAKS`), and which Jupyter shows as that
+    message alone (``_render_traceback_``). ``where`` (e.g. ``lab02_log/check_active_files``)
+    prefixes what an assertion reports.
+    """
+    from deltalab.labs.harness import CheckFailed
+
+    label = f"{where}: " if where else ""
+    assert isinstance(error, CheckFailed), f"{label}raised {error!r}, not a CheckFailed"
+    message = str(error)
+    assert message.startswith("✗ ") and "\nFix: Where to look: " in message, f"{label}{message}"
+    assert len(message.splitlines()) <= 3, f"{label}{message}"
+    for leak in LEAKS:
+        assert leak not in message, f"{label}the message leaks {leak!r}: {message}"
+    assert error._render_traceback_() == message.splitlines(), f"{label}{message}"
+    return message
+
+
 def check_failure(check, answer) -> str:
-    """The message of the ``CheckFailed`` that ``check(answer)`` raises, checked for the lab format:
-    a first line starting with ✗, a "Where to look:" line, at most three lines, no stack trace."""
+    """The message of the ``CheckFailed`` that ``check(answer)`` raises, checked by :func:`assert_plain_failure`."""
     import pytest
 
     from deltalab.labs.harness import CheckFailed
 
     with pytest.raises(CheckFailed) as caught:
         check(answer)
-    message = str(caught.value)
-    assert message.startswith("✗ ") and "Where to look:" in message, message
-    assert len(message.splitlines()) <= 3, message
-    for leak in ("Traceback", "py4j", "at org.apache", "AssertionError"):
-        assert leak not in message, message
-    return message
+    return assert_plain_failure(caught.value)

@@ -1,4 +1,5 @@
-"""Issue 18 pinned: a DeltaTable handle taken before deletion vectors are switched on fails DELETE.
+"""Upstream watch (Delta Lake): a DeltaTable handle taken before deletion vectors are switched on
+fails DELETE (the course's issue 18, which notebook 02 tells learners about).
 
 On Delta 4.4.0 (Spark 4.2.0) ``DeltaTable.forPath`` builds its DataFrame once, with a Parquet
 reader (``DeltaParquetFileFormat``) made for the table's protocol at that moment. For protocol
@@ -10,9 +11,13 @@ deletion vectors (``DeleteCommand.shouldWritePersistentDeletionVectors``), keeps
 ``_metadata.row_index``: FIELD_NOT_FOUND, and nothing is committed. A handle taken after the
 ALTER deletes and writes a deletion vector.
 
-Upstream had no report or fix as of v4.4.0 (and master at bb1057f4). The day an upgrade fixes
-it, ``test_stale_handle_fails_and_commits_nothing`` fails: update notebook 02's section on
-switching deletion vectors on (and this file) then.
+Upstream had no report or fix as of v4.4.0 (and master at bb1057f4).
+
+When it fails: an upgrade of Delta fixed it, and ``test_stale_handle_fails_and_commits_nothing``
+says so. Update notebook 02's section on switching deletion vectors on (it tells learners to take
+a new handle after the ALTER), then delete that test, or this file once notebook 02 no longer
+mentions the stale handle. ``test_fresh_handle_deletes_with_a_deletion_vector`` failing means the
+workaround notebook 02 teaches broke: that is a course bug, not news from upstream.
 """
 
 from __future__ import annotations

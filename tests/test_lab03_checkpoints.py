@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
-from deltalab.labs.lab03_checkpoints import CheckFailed, _table, check_checkpoint_active_files, check_log_segment
 from deltalab.jvm import delta_log_segment
+from deltalab.labs.lab03_checkpoints import _table, check_checkpoint_active_files, check_log_segment
 from deltalab.log import checkpoint_versions
+from lab_testing import check_failure as failure
 
 
 def segment(spark, path: str, version: int) -> tuple[int | None, list[int]]:
@@ -18,24 +18,9 @@ def segment(spark, path: str, version: int) -> tuple[int | None, list[int]]:
     return found.checkpoint_version, found.commit_versions
 
 
-def assert_plain(error: CheckFailed) -> str:
-    message = str(error)
-    assert message.startswith("✗ ") and "\nFix: Where to look: " in message, message
-    for leak in ("Traceback", "py4j", "at org.apache", "\tat "):
-        assert leak not in message, message
-    assert len(message.splitlines()) <= 3, message
-    return message
-
-
 def right_segment(table_path: str, version: int):
     start = max((v for v in checkpoint_versions(table_path) if v <= version), default=None)
     return start, list(range(0 if start is None else start + 1, version + 1))
-
-
-def failure(check, func) -> str:
-    with pytest.raises(CheckFailed) as caught:
-        check(func)
-    return assert_plain(caught.value)
 
 
 class TestLab03Checks:

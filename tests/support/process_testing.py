@@ -1,0 +1,79 @@
+"""Helpers for tests that run Python in other processes: start one, wait for it with a bound, see
+what is left of a process tree.
+
+Used by the files that check behaviour only a fresh process shows (test_workdir.py's locks,
+test_locations.py's checks before Spark starts, test_processes.py's guardian, test_session.py and
+test_jars.py's bad setups, test_robustness.py's kernels). Every wait polls with a bound; nothing
+relies on a sleep being long enough.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from deltalab.locations import WORKDIR_ENV
+from deltalab.processes import ProcessId, is_running
+
+POLL = 0.02
+
+
+def poll(condition, timeout: float, what: str) -> float:
+    """Poll ``condition`` every 20 ms until true; return the seconds it took, fail after ``timeout``."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"not within {timeout} s: {what}")
+        time.sleep(POLL)
+    return time.monotonic() - started
+
+
+def python(code: str, env: dict[str, str], **kwargs) -> subprocess.Popen[str]:
+    """A Python process running ``code``, with pipes for its stdin, stdout and stderr."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def environment(root: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with the work root ``root`` (and ``extra``)."""
+    return {**os.environ, WORKDIR_ENV: str(root), **extra}
+
+
+def running(tree: list[ProcessId]) -> list[int]:
+    """The pids of ``tree`` that still run."""
+    return [p.pid for p in tree if is_running(p)]
+
+
+def refused_or(call: str, success: str) -> str:
+    """A script that runs ``call``; on a DeltaLabError it prints the message and exits 3."""
+    return f"""
+    from deltalab import DeltaLabError, get_spark, workdir
+    try:
+        {call}
+    except DeltaLabError as error:
+        print(error)
+        raise SystemExit(3)
+    print({success!r})
+"""
+
+
+def run_python(code: str, env: dict[str, str], offline: bool = False, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run Python code in a new process; with ``offline``, in a network namespace with only loopback."""
+    command = [sys.executable, "-c", code]
+    if offline:
+        command = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def can_unshare() -> bool:
+    """True if this machine lets a process start in a network namespace of its own (``unshare -n``)."""
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True
+    ).returncode == 0
