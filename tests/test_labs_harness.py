@@ -1,5 +1,6 @@
-"""What every lab check does with the student's code (deltalab.labs.harness.call_student): an
-unfinished stub is told it is not written yet, and an error raised in the JVM becomes one line.
+"""What every lab check shares (deltalab.labs.harness): an unfinished stub is told it is not written
+yet, an error raised in the JVM becomes one line, side effects of the student's code are refused,
+and the tables generated for each check run are what their log and Spark say.
 
 A lab's own check serves as the vehicle; the messages come from the harness, so every lab's
 checks say the same. The message format itself is asserted by
@@ -8,9 +9,14 @@ checks say the same. The message format itself is asserted by
 
 from __future__ import annotations
 
+import random
+from urllib.parse import unquote
+
 import pytest
 
-from deltalab.labs.harness import CheckFailed
+from deltalab import checkpoint_versions, latest_version, replay_log, spark_files, temporary_conf
+from deltalab.errors import DeltaLabError
+from deltalab.labs.harness import SEED_ENV, CheckFailed, call_student, check_seed, random_history
 from deltalab.labs.lab02_log import check_active_files
 from deltalab.labs.lab08_zorder import check_interleave_bits
 from lab_testing import assert_plain_failure
@@ -33,3 +39,75 @@ def test_a_jvm_error_in_student_code_becomes_one_line(spark):
         check_active_files(queries_a_missing_table)
     message = assert_plain_failure(caught.value)
     assert "raised AnalysisException" in message and len(message.splitlines()) == 2
+
+
+# ----------------------------------------------------------------------------- side effects
+
+
+def _plain(action) -> str:
+    with pytest.raises(CheckFailed) as caught:
+        action()
+    return assert_plain_failure(caught.value)
+
+
+def test_an_argument_changed_in_place_is_refused():
+    def empties(values):
+        values.clear()
+        return 0
+
+    message = _plain(lambda: call_student("c", empties, "empties", [1, 2, 3], hint="h"))
+    assert "changed its argument [1, 2, 3] in place" in message, message
+
+
+def test_a_session_setting_left_behind_is_refused_and_one_put_back_is_not(spark):
+    key = "spark.databricks.delta.schema.autoMerge.enabled"
+
+    def leaves_it_on():
+        spark.conf.set(key, "true")
+
+    def puts_it_back():
+        with temporary_conf(spark, {key: "true"}):
+            return spark.conf.get(key)
+
+    try:
+        message = _plain(lambda: call_student("c", leaves_it_on, "leaves_it_on", hint="h"))
+        assert f"left the session setting {key} changed (before the call it was unset)" in message, message
+    finally:
+        spark.conf.unset(key)
+    assert call_student("c", puts_it_back, "puts_it_back", hint="h") == "true"
+
+
+def test_a_change_in_a_read_only_folder_is_refused(tmp_path):
+    (tmp_path / "table").mkdir()
+    (tmp_path / "table" / "part-0.parquet").write_text("data")
+    (tmp_path / "elsewhere").mkdir()
+    assert call_student("c", lambda p: (tmp_path / "elsewhere" / "x").write_text("y"), "writes_elsewhere",
+                        str(tmp_path / "table"), hint="h", read_only=[tmp_path / "table"]) > 0
+    message = _plain(lambda: call_student("c", lambda p: (tmp_path / "table" / "part-0.parquet").unlink(),
+                                          "deletes", str(tmp_path / "table"), hint="h", read_only=[tmp_path / "table"]))
+    assert "changed the folder table (1 file(s) written, deleted or rewritten, e.g. part-0.parquet)" in message
+
+
+# ----------------------------------------------------------------------------- generated tables
+
+
+def test_the_seed_is_new_each_run_unless_fixed(monkeypatch):
+    monkeypatch.delenv(SEED_ENV, raising=False)
+    assert len({check_seed() for _ in range(5)}) > 1
+    monkeypatch.setenv(SEED_ENV, "7")
+    assert check_seed() == 7
+    monkeypatch.setenv(SEED_ENV, "seven")
+    with pytest.raises(DeltaLabError, match="is not a whole number"):
+        check_seed()
+    assert "(tables of seed 7)" in str(CheckFailed("c", "wrong.", "here", seed=7)).splitlines()[0]
+
+
+def test_a_random_history_is_what_its_log_and_spark_say(spark, tmp_path):
+    history = random_history(spark, tmp_path / "t", random.Random(4), commits=5, partitioned=True,
+                             deletion_vectors=True, checkpoint_interval=2)
+    assert history.latest == latest_version(history.path) >= 5 and history.checkpoints == checkpoint_versions(history.path)
+    assert history.checkpoints and history.partitioned and history.deletion_vectors
+    assert len(history.operations) == history.latest + 1 and history.operations[0] == "CREATE TABLE"
+    replayed = {unquote(path) for path in replay_log(history.path).paths()}
+    assert replayed == set(spark_files(spark, history.path, relative=True)), "the log and Spark agree"
+    assert any(" " in path or ":" in path for path in replayed), "partition values that need URL-encoding"

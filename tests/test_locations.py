@@ -131,3 +131,15 @@ def test_a_missing_dataset_names_where_it_looked(monkeypatch, tmp_path):
     with pytest.raises(DeltaLabError) as caught:
         dataset_path("no_such_file.csv")
     assert str(tmp_path) in str(caught.value) and "DELTALAB_DATA_DIR" in str(caught.value)
+
+
+def test_spark_locations_and_uris_become_local_paths_by_their_own_rules():
+    from deltalab.locations import hadoop_path, local_path
+
+    # Spark's inputFiles(): the path as it is on disk (a Hive-escaped folder keeps its %).
+    assert hadoop_path("file:/t/city=10%3A30/part-0.parquet") == "/t/city=10%3A30/part-0.parquet"
+    assert hadoop_path("file:///t/city=new york/part-0.parquet") == "/t/city=new york/part-0.parquet"
+    assert hadoop_path("/t/x") == "/t/x" and hadoop_path("s3a://b/t/x") == "s3a://b/t/x"
+    # A real URI (Path.as_uri()) is URL-encoded: decoded once.
+    assert local_path("file:///t/city=new%20york/part-0.parquet") == "/t/city=new york/part-0.parquet"
+    assert local_path("file:///t/city=10%253A30") == "/t/city=10%3A30"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalab.errors import DeltaLabError
-from deltalab.locations import local_path
+from deltalab.locations import hadoop_path, local_path
 from deltalab.log import delta_log_dir, read_log
 from deltalab.session import active_spark
 
@@ -158,11 +158,12 @@ def spark_files(spark: Any, table_path: str | os.PathLike[str], version: int | N
                 relative: bool = False) -> list[str]:
     """The data files Spark reads for the table at ``version`` (default latest), sorted.
 
-    As ``DataFrame.inputFiles()`` lists them (``file:`` URIs), or with ``relative=True`` as
-    decoded paths relative to the table folder, the form :func:`data_files` uses.
+    As ``DataFrame.inputFiles()`` lists them (``file:`` and the path on disk), or with
+    ``relative=True`` as paths relative to the table folder, as on disk: the form :func:`data_files`
+    uses (a log path ``unquote``d once is the same).
     """
     uris = read_table(table_path, version=version, spark=spark).inputFiles()
     if not relative:
         return sorted(uris)
     root = Path(local_path(str(table_path))).resolve()
-    return sorted(Path(local_path(uri)).resolve().relative_to(root).as_posix() for uri in uris)
+    return sorted(Path(hadoop_path(uri)).resolve().relative_to(root).as_posix() for uri in uris)

@@ -171,15 +171,31 @@ def dataset_path(name: str) -> Path:
 
 
 def local_path(uri: str | os.PathLike[str]) -> str:
-    """A local file path from what Spark or the log gives: ``file:/x/y%20z`` or ``file:///x/y`` -> ``/x/y z``.
+    """A local file path from a ``file:`` URI: ``file:///x/y%20z`` -> ``/x/y z`` (``Path.as_uri()``'s form).
 
-    The one rule for turning a ``file:`` URI into a path (Spark's ``inputFiles()`` and
-    ``DESCRIBE DETAIL`` return URIs). Anything else is returned unchanged.
+    The one rule for a real URI, whose path is URL-encoded. What Spark returns (``inputFiles()``,
+    a scan's root path, ``DESCRIBE DETAIL``) is not such a URI: use :func:`hadoop_path` for it.
+    Anything that is not a ``file:`` URI is returned unchanged.
     """
     text = str(uri)
     if text.startswith("file:"):
         return unquote(urlparse(text).path)
     return text
+
+
+def hadoop_path(location: str | os.PathLike[str]) -> str:
+    """A local file path from a location Spark returns: ``file:/x/y`` or ``file:///x/y`` -> ``/x/y``, nothing decoded.
+
+    Spark's ``inputFiles()`` and a scan's root paths are Hadoop ``Path.toString()``: ``file:`` plus
+    the path as it is on disk. A partition value Hive-escaped into a folder name keeps its ``%``
+    (``a:b`` is written to the folder ``city=a%3Ab``), and a space stays a space, so decoding once
+    more (as :func:`local_path` does for URIs) would name a folder that does not exist. The log's
+    ``add.path`` is that on-disk path URL-encoded once more (``city=a%253Ab``): ``unquote`` it once.
+    """
+    text = str(location)
+    if text.startswith("file://"):
+        return text[len("file://"):]
+    return text[len("file:"):] if text.startswith("file:") else text
 
 
 def file_name(path: str | os.PathLike[str]) -> str:

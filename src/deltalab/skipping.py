@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from urllib.parse import unquote
 
 from deltalab.errors import DeltaLabError
-from deltalab.locations import local_path
+from deltalab.locations import hadoop_path, local_path
 from deltalab.log import delta_log_dir, replay_log
 from deltalab.session import active_spark
 
@@ -214,11 +214,11 @@ def _measure(df: "DataFrame", totals: tuple[int, int, int] | None = None) -> Sca
             fix="Read the table with spark.read.format('delta').load(path) or by its Delta table name.",
         )
     root = location.rootPaths().head().toString()
-    table_path = local_path(root)
+    table_path = hadoop_path(root)
     if totals is None:
         totals = _table_totals(fresh.sparkSession, table_path)
     prefix = Path(table_path)
-    relative = tuple(sorted(str(Path(local_path(f)).relative_to(prefix)) for f in input_files))
+    relative = tuple(sorted(str(Path(hadoop_path(f)).relative_to(prefix)) for f in input_files))
     return ScanMetrics(
         table_path=table_path,
         files_read=_metric(scan, "numFiles"),

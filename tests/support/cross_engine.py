@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from course_testing import REPO
+from deltalab.locations import hadoop_path
 
 ITEM_NAME = "delta-rs reads its tables"
 NOTEBOOKS = REPO / "notebooks"
@@ -94,19 +95,6 @@ class TableComparison:
         return not self.problems
 
 
-def _without_file_scheme(uri: str) -> str:
-    """``file:/x/y`` or ``file:///x/y`` -> ``/x/y``, nothing decoded.
-
-    Spark's ``inputFiles()`` (Hadoop ``Path.toString()``) and ``TableState.input_files()`` are
-    ``file:`` plus the decoded path, delta-rs gives the plain path: decoding once more (as
-    ``deltalab.locations.local_path`` does) would turn a partition folder ``country=a b%3Ac`` (Spark's
-    escape of ``a b:c``) into ``country=a b:c``, a folder that does not exist.
-    """
-    if uri.startswith("file://"):
-        return uri[len("file://"):]
-    return uri[len("file:"):] if uri.startswith("file:") else uri
-
-
 def _relative(paths: list[str], roots: tuple[str, ...]) -> list[str]:
     """Absolute local paths as paths relative to the table root (either spelling of it), sorted."""
     out = []
@@ -133,7 +121,7 @@ def spark_input_files(spark: Any, path: str | os.PathLike[str]) -> tuple[Any, li
     """
     try:
         frame = spark.read.format("delta").load(str(path))
-        return frame, [_without_file_scheme(u) for u in frame.inputFiles()], None
+        return frame, [hadoop_path(u) for u in frame.inputFiles()], None
     except Exception as error:  # noqa: BLE001 - a Py4J or analysis error: Spark cannot read the table
         return None, None, _first_line(error)
 
@@ -206,7 +194,7 @@ def compare_table(spark: Any, path: str | os.PathLike[str],
         result.problems.append(f"replay_log cannot rebuild the table: {_first_line(error)}")
         return result
     result.version = state.version
-    log_files = _relative([_without_file_scheme(f) for f in state.input_files()], roots)
+    log_files = _relative([hadoop_path(f) for f in state.input_files()], roots)
     reader_features = {_feature_key(f) for f in state.protocol.get("readerFeatures") or []}
     with_stats = all("numRecords" in (add.get("stats") or {}) for add in state.files.values())
 
@@ -238,7 +226,7 @@ def compare_table(spark: Any, path: str | os.PathLike[str],
     if table.version() != state.version:
         result.problems.append(f"version: delta-rs loads {table.version()}, the log's latest is {state.version}")
     try:
-        rs_files = _relative([_without_file_scheme(u) for u in table.file_uris()], roots)
+        rs_files = _relative([hadoop_path(u) for u in table.file_uris()], roots)
     except Exception as error:  # noqa: BLE001
         refusal(error, "file_uris()")
     else:

@@ -8,15 +8,25 @@ notebook the exception is shown without a traceback (``_render_traceback_``), an
 an exception, nbgrader scores the check cell 0.
 
 Spark is the ground truth: checks compare with ``inputFiles()``, ``DESCRIBE HISTORY``, Delta's
-own log segments and real conflicts, never with an answer typed into the check.
+own log segments and real conflicts, never with an answer typed into the check, and a message
+never shows the expected value (it could be copied into the answer).
+
+A check tests understanding, not one example: beside the lab's example table it runs the
+student's function on tables generated afresh for each run (:func:`check_seed`,
+:func:`random_history`: sizes, partition values that need URL-encoding, checkpoints or none,
+deletion vectors), and :func:`call_student` refuses an answer that changed what it was given or
+left a session setting behind.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import random
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from deltalab.errors import DeltaLabError, first_line
 from deltalab.jvm import clear_delta_cache
@@ -24,25 +34,36 @@ from deltalab.session import active_spark
 from deltalab.workdir import workdir
 
 __all__ = [
+    "AWKWARD_VALUES",
     "CheckFailed",
+    "History",
     "append_events",
     "build_once",
     "call_student",
+    "check_seed",
     "clean_up_commits",
     "file_set_difference",
+    "folder_state",
     "fresh_dir",
     "lab_spark",
     "passed",
+    "random_history",
     "short_repr",
 ]
 
 
 class CheckFailed(DeltaLabError):
-    """A lab check found a wrong answer. ``problem`` says what is wrong, ``fix`` where to look."""
+    """A lab check found a wrong answer. ``problem`` says what is wrong, ``fix`` where to look.
 
-    def __init__(self, check: str, problem: str, fix: str) -> None:
+    ``seed`` (from :func:`check_seed`) names the generated tables the answer failed on, so an
+    instructor can build them again (``DELTALAB_CHECK_SEED=N``); it is not an answer.
+    """
+
+    def __init__(self, check: str, problem: str, fix: str, seed: int | None = None) -> None:
         self.check = check
-        super().__init__(f"✗ {check}: {problem}", fix=f"Where to look: {fix}")
+        self.seed = seed
+        tables = f" (tables of seed {seed})" if seed is not None else ""
+        super().__init__(f"✗ {check}: {problem}{tables}", fix=f"Where to look: {fix}")
 
     def _render_traceback_(self) -> list[str]:
         """Tell IPython to show just the message, not a traceback into this module."""
@@ -65,11 +86,80 @@ def short_repr(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hint: str) -> Any:
+def folder_state(folder: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time (nanoseconds): two states
+    taken around a call show whether it wrote, deleted or rewrote anything there."""
+    root = Path(folder)
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()}
+
+
+#: Settings Delta itself writes into the session: after each commit (the version it committed), and
+#: once, the first time it writes Parquet (field ids for column mapping).
+SETTINGS_DELTA_WRITES = frozenset({
+    "spark.databricks.delta.lastCommitVersionInSession",
+    "spark.sql.parquet.fieldId.read.enabled",
+    "spark.sql.parquet.fieldId.write.enabled",
+})
+
+
+def _session_settings() -> dict[str, str] | None:
+    """The running session's settings that a learner's code could change (None when no session runs)."""
+    from deltalab.session import running_spark
+
+    spark = running_spark()
+    if spark is None:
+        return None
+    return {key: value for key, value in spark.conf.getAll.items() if key not in SETTINGS_DELTA_WRITES}
+
+
+def _mutable_copies(args: Sequence[Any]) -> dict[int, Any]:
+    """Deep copies of the arguments a function could change in place (lists, dicts, sets)."""
+    return {index: copy.deepcopy(arg) for index, arg in enumerate(args) if isinstance(arg, (list, dict, set, bytearray))}
+
+
+def _side_effects(check: str, name: str, args: Sequence[Any], before_args: dict[int, Any],
+                  before_settings: dict[str, str] | None, read_only: dict[Path, dict[str, tuple[int, int]]]) -> None:
+    """Raise :class:`CheckFailed` for the first thing the call changed that it must leave alone."""
+    for index, before in before_args.items():
+        if args[index] != before:
+            raise CheckFailed(
+                check,
+                f"{name} changed its argument {short_repr(before)} in place; the caller's value must stay as it was.",
+                f"work on a copy inside {name} (list(x), sorted(x), dict(x)) instead of changing what you were given.",
+            )
+    after_settings = _session_settings()
+    if before_settings is not None and after_settings is not None and after_settings != before_settings:
+        key = sorted(k for k in set(before_settings) | set(after_settings) if before_settings.get(k) != after_settings.get(k))[0]
+        was = before_settings.get(key)
+        raise CheckFailed(
+            check,
+            f"{name} left the session setting {key} {'unset' if key not in after_settings else 'changed'} "
+            f"(before the call it was {'unset' if was is None else repr(was)}); every later cell of the "
+            "notebook would run with it.",
+            "set a session setting for the one operation that needs it (deltalab.temporary_conf(spark, {...}) in a "
+            "with block, or put the old value back in a finally block).",
+        )
+    for folder, before in read_only.items():
+        after = folder_state(folder) if folder.is_dir() else {}
+        if after != before:
+            changed = sorted(set(before) ^ set(after) | {k for k in set(before) & set(after) if before[k] != after[k]})
+            raise CheckFailed(
+                check,
+                f"{name} changed the folder {folder.name} ({len(changed)} file(s) written, deleted or rewritten, "
+                f"e.g. {changed[0]}); it must only read it.",
+                f"read the files (open, json.loads, pyarrow); do not write, delete, VACUUM or OPTIMIZE in {name}.",
+            )
+
+
+def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hint: str,
+                 read_only: Sequence[str | os.PathLike[str]] = ()) -> Any:
     """Call the student's ``func`` and turn any exception into a :class:`CheckFailed`.
 
     ``NotImplementedError`` (the stub of an unfinished exercise) says "not written yet";
-    any other error becomes its first line plus ``hint``.
+    any other error becomes its first line plus ``hint``. After the call, an argument changed in
+    place (a list the function emptied), a session setting left behind (``autoMerge`` still on),
+    or a change under one of the ``read_only`` folders is a failure too.
     """
     if not callable(func):
         raise CheckFailed(
@@ -78,8 +168,11 @@ def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hi
             f"the cell that defines `def {name}(...)`; run it again, then this check.",
         )
     shown = ", ".join(short_repr(a) for a in args)
+    before_args = _mutable_copies(args)
+    before_settings = _session_settings()
+    folders = {Path(folder): folder_state(folder) for folder in read_only if Path(folder).is_dir()}
     try:
-        return func(*args)
+        answer = func(*args)
     except NotImplementedError:
         raise CheckFailed(
             check,
@@ -95,6 +188,8 @@ def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hi
             f"{name}({shown}) raised {type(error).__name__}: {first_line(error)}",
             hint,
         ) from None
+    _side_effects(check, name, args, before_args, before_settings, folders)
+    return answer
 
 
 def file_set_difference(missing: list[str], extra: list[str]) -> str:
@@ -176,3 +271,94 @@ def clean_up_commits(table_path: str | os.PathLike[str], before: int) -> None:
             (log / f"{version:020d}{suffix}").unlink(missing_ok=True)
             (log / f".{version:020d}{suffix}.crc").unlink(missing_ok=True)
     clear_delta_cache()
+
+
+# --------------------------------------------------------------------------------------------
+# Tables generated afresh for each check run
+# --------------------------------------------------------------------------------------------
+
+#: Set it to a whole number to make every check build the same tables again (reproducing a run).
+SEED_ENV = "DELTALAB_CHECK_SEED"
+
+#: Partition values a path must URL-encode (``city=new%20york``), and one that needs no encoding.
+AWKWARD_VALUES = ("new york", "10:30", "a=b", "zürich", "plain")
+
+
+def check_seed() -> int:
+    """The seed of the tables one check run generates: new on every run, so that an answer fitted
+    to one table fails on the next, or ``$DELTALAB_CHECK_SEED`` to build the same ones again."""
+    fixed = os.environ.get(SEED_ENV, "").strip()
+    if fixed:
+        try:
+            return int(fixed)
+        except ValueError:
+            raise DeltaLabError(f"{SEED_ENV}={fixed!r} is not a whole number.",
+                                fix=f"Unset {SEED_ENV}, or set it to a number such as 7.") from None
+    return random.SystemRandom().randrange(1, 2**31)
+
+
+@dataclass
+class History:
+    """A table :func:`random_history` wrote: its path, its latest version, the versions that hold
+    a checkpoint, and each commit's operation as its ``commitInfo`` names it (``operations[v]``)."""
+
+    path: str
+    latest: int
+    checkpoints: list[int]
+    operations: list[str] = field(default_factory=list)
+    partitioned: bool = False
+    deletion_vectors: bool = False
+
+
+def random_history(spark: Any, path: str | os.PathLike[str], rng: random.Random, *, commits: int = 8,
+                   partitioned: bool | None = None, deletion_vectors: bool | None = None,
+                   checkpoint_interval: int | None = None) -> History:
+    """Write a Delta table at ``path`` whose history ``rng`` chooses: about ``commits`` commits of
+    appends (1-3 files each), DELETEs, UPDATEs, an OPTIMIZE and a table property change.
+
+    Unless fixed by the arguments, ``rng`` also chooses whether the table is partitioned by
+    ``city`` (values from :data:`AWKWARD_VALUES`: spaces, ``:`` and ``=`` must be URL-encoded in
+    the log's paths), whether DELETE and UPDATE write deletion vectors (then a commit removes and
+    adds the same path, told apart by the deletion vector), and its ``delta.checkpointInterval``
+    (2-5, or 100: no checkpoint at all). Columns: ``id`` (unique), ``city``, ``amount``.
+    """
+    from deltalab.log import checkpoint_versions, commit_info, latest_version
+
+    partitioned = rng.random() < 0.5 if partitioned is None else partitioned
+    deletion_vectors = rng.random() < 0.5 if deletion_vectors is None else deletion_vectors
+    interval = checkpoint_interval or rng.choice([2, 3, 4, 5, 100])
+    location = str(path)
+    spark.sql(
+        f"CREATE TABLE delta.`{location}` (id BIGINT, city STRING, amount INT) USING delta "
+        + ("PARTITIONED BY (city) " if partitioned else "")
+        + f"TBLPROPERTIES ('delta.checkpointInterval' = '{interval}', "
+        f"'delta.enableDeletionVectors' = '{str(deletion_vectors).lower()}')"
+    )
+    next_id = 0
+
+    def append() -> None:
+        nonlocal next_id
+        rows = rng.randint(3, 40)
+        data = [(next_id + i, rng.choice(AWKWARD_VALUES), rng.randint(1, 1000)) for i in range(rows)]
+        next_id += rows
+        frame = spark.createDataFrame(data, "id BIGINT, city STRING, amount INT")
+        frame.repartition(rng.randint(1, 3)).write.format("delta").mode("append").save(location)
+
+    append()
+    kinds = ["append", "append", "append", "delete", "update", "optimize", "property"]
+    while latest_version(location) < commits:  # a DELETE or OPTIMIZE with nothing to do commits nothing
+        kind = rng.choice(kinds)
+        if kind == "append":
+            append()
+        elif kind == "delete":
+            spark.sql(f"DELETE FROM delta.`{location}` WHERE id % {rng.randint(3, 7)} = {rng.randint(0, 2)}")
+        elif kind == "update":
+            spark.sql(f"UPDATE delta.`{location}` SET amount = amount + 1 WHERE id % {rng.randint(2, 5)} = 0")
+        elif kind == "optimize":
+            spark.sql(f"OPTIMIZE delta.`{location}`")
+        else:
+            spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('course.step' = '{rng.randint(1, 10**6)}')")
+    latest = latest_version(location)
+    operations = [str(commit_info(location, version).get("operation")) for version in range(latest + 1)]
+    return History(location, latest, checkpoint_versions(location), operations, partitioned, deletion_vectors)
+
