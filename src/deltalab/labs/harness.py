@@ -24,6 +24,9 @@ import copy
 import json
 import os
 import random
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -37,9 +40,11 @@ __all__ = [
     "AWKWARD_VALUES",
     "CheckFailed",
     "History",
+    "Watched",
     "append_events",
     "build_once",
     "call_student",
+    "calls_watched",
     "check_seed",
     "clean_up_commits",
     "file_set_difference",
@@ -49,6 +54,7 @@ __all__ = [
     "passed",
     "random_history",
     "short_repr",
+    "spark_jobs_started",
 ]
 
 
@@ -118,13 +124,13 @@ def _mutable_copies(args: Sequence[Any]) -> dict[int, Any]:
     return {index: copy.deepcopy(arg) for index, arg in enumerate(args) if isinstance(arg, (list, dict, set, bytearray))}
 
 
-def _side_effects(check: str, name: str, args: Sequence[Any], before_args: dict[int, Any],
-                  before_settings: dict[str, str] | None, read_only: dict[Path, dict[str, tuple[int, int]]]) -> None:
-    """Raise :class:`CheckFailed` for the first thing the call changed that it must leave alone."""
+def _side_effects(failed: Callable[[str, str], CheckFailed], name: str, args: Sequence[Any],
+                  before_args: dict[int, Any], before_settings: dict[str, str] | None,
+                  read_only: dict[Path, dict[str, tuple[int, int]]]) -> None:
+    """Raise (as ``failed(problem, fix)`` makes it) the first thing the call changed that it must leave alone."""
     for index, before in before_args.items():
         if args[index] != before:
-            raise CheckFailed(
-                check,
+            raise failed(
                 f"{name} changed its argument {short_repr(before)} in place; the caller's value must stay as it was.",
                 f"work on a copy inside {name} (list(x), sorted(x), dict(x)) instead of changing what you were given.",
             )
@@ -132,8 +138,7 @@ def _side_effects(check: str, name: str, args: Sequence[Any], before_args: dict[
     if before_settings is not None and after_settings is not None and after_settings != before_settings:
         key = sorted(k for k in set(before_settings) | set(after_settings) if before_settings.get(k) != after_settings.get(k))[0]
         was = before_settings.get(key)
-        raise CheckFailed(
-            check,
+        raise failed(
             f"{name} left the session setting {key} {'unset' if key not in after_settings else 'changed'} "
             f"(before the call it was {'unset' if was is None else repr(was)}); every later cell of the "
             "notebook would run with it.",
@@ -144,8 +149,7 @@ def _side_effects(check: str, name: str, args: Sequence[Any], before_args: dict[
         after = folder_state(folder) if folder.is_dir() else {}
         if after != before:
             changed = sorted(set(before) ^ set(after) | {k for k in set(before) & set(after) if before[k] != after[k]})
-            raise CheckFailed(
-                check,
+            raise failed(
                 f"{name} changed the folder {folder.name} ({len(changed)} file(s) written, deleted or rewritten, "
                 f"e.g. {changed[0]}); it must only read it.",
                 f"read the files (open, json.loads, pyarrow); do not write, delete, VACUUM or OPTIMIZE in {name}.",
@@ -153,14 +157,18 @@ def _side_effects(check: str, name: str, args: Sequence[Any], before_args: dict[
 
 
 def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hint: str,
-                 read_only: Sequence[str | os.PathLike[str]] = ()) -> Any:
+                 read_only: Sequence[str | os.PathLike[str]] = (), seed: int | None = None, on: str | None = None) -> Any:
     """Call the student's ``func`` and turn any exception into a :class:`CheckFailed`.
 
     ``NotImplementedError`` (the stub of an unfinished exercise) says "not written yet";
     any other error becomes its first line plus ``hint``. After the call, an argument changed in
     place (a list the function emptied), a session setting left behind (``autoMerge`` still on),
-    or a change under one of the ``read_only`` folders is a failure too.
+    or a change under one of the ``read_only`` folders is a failure too. Those failures say which
+    table they happened ``on`` ("a generated partitioned table") and the ``seed`` it was built from.
     """
+    def failed(problem: str, fix: str) -> CheckFailed:
+        return CheckFailed(check, f"on {on}, {problem}" if on else problem, fix, seed=seed)
+
     if not callable(func):
         raise CheckFailed(
             check,
@@ -183,13 +191,85 @@ def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hi
     except CheckFailed:
         raise
     except Exception as error:  # the student's bug, whatever it is, becomes one sentence
-        raise CheckFailed(
-            check,
-            f"{name}({shown}) raised {type(error).__name__}: {first_line(error)}",
-            hint,
-        ) from None
-    _side_effects(check, name, args, before_args, before_settings, folders)
+        raise failed(f"{name}({shown}) raised {type(error).__name__}: {first_line(error)}", hint) from None
+    _side_effects(failed, name, args, before_args, before_settings, folders)
     return answer
+
+
+# --------------------------------------------------------------------------------------------
+# How an answer was computed: Spark jobs it ran, course functions it called
+# --------------------------------------------------------------------------------------------
+
+
+def spark_jobs_started() -> int:
+    """How many Spark jobs the running session has started so far (0 when none runs): two counts
+    taken around a call tell whether it ran Spark, whatever job group it used. Read from the
+    scheduler's own counter, which grows when a job is submitted (the status tracker hears of a
+    job later, through the listener bus)."""
+    from deltalab.session import running_spark
+
+    spark = running_spark()
+    if spark is None:
+        return 0
+    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+
+
+@contextmanager
+def calls_watched(functions: Iterable[Callable[..., Any]] = (), modules: Iterable[str] = ()) -> Iterator[list[str]]:
+    """Record, in the list it yields, which of ``functions`` (matched by their code, whatever name
+    they were called by) and which functions of ``modules`` this thread called in the block, as
+    ``module.function``, each once, in the order first called.
+
+    It is how a check refuses an approach the exercise rules out (asking the course's own reader
+    for the answer), not only a wrong value. A profiler hook; one already set (a profiler or a
+    debugger) keeps receiving every event.
+    """
+    codes = {function.__code__: f"{function.__module__}.{function.__name__}" for function in functions}
+    watched_modules = frozenset(modules)
+    called: list[str] = []
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if previous is not None:
+            previous(frame, event, arg)
+        if event != "call":
+            return
+        name = codes.get(frame.f_code)
+        if name is None and watched_modules:
+            module = frame.f_globals.get("__name__", "")
+            if module in watched_modules:
+                name = f"{module}.{frame.f_code.co_name}"
+        if name is not None and name not in called:
+            called.append(name)
+
+    sys.setprofile(profile)
+    try:
+        yield called
+    finally:
+        sys.setprofile(previous)
+
+
+class Watched:
+    """The student's function wrapped so that a check sees how it answered, not only what: the
+    Spark jobs its calls ran (``jobs``, summed) and which of ``helpers`` (course functions that
+    compute the answer outright) or functions of ``modules`` it called (``helpers_called``)."""
+
+    def __init__(self, func: Callable[..., Any], helpers: Iterable[Callable[..., Any]] = (),
+                 modules: Iterable[str] = ()) -> None:
+        self.func = func
+        self.helpers = tuple(helpers)
+        self.modules = tuple(modules)
+        self.helpers_called: list[str] = []
+        self.jobs = 0
+
+    def __call__(self, *args: Any) -> Any:
+        before = spark_jobs_started()
+        try:
+            with calls_watched(self.helpers, self.modules) as called:
+                return self.func(*args)
+        finally:
+            self.helpers_called.extend(name for name in called if name not in self.helpers_called)
+            self.jobs += spark_jobs_started() - before
 
 
 def file_set_difference(missing: list[str], extra: list[str]) -> str:
