@@ -148,3 +148,19 @@ def test_no_java_stops_before_spark_with_one_message(tmp_path):
     assert "No Java runtime found" in completed.stderr
     assert "environment.yml" in completed.stderr
     assert "py4j" not in completed.stderr.lower() and "at org.apache" not in completed.stderr
+
+
+@pytest.mark.parametrize("master, max_failures, attempts", [
+    ("local[*]", None, 1), ("local[2]", "8", 1), ("local[2,3]", None, 3), ("local", None, 1),
+    ("spark://127.0.0.1:7077", None, 4), ("spark://127.0.0.1:7077", "2", 2),
+])
+def test_a_failing_task_is_tried_once_locally_and_retried_on_a_cluster(master, max_failures, attempts):
+    from deltalab.session import attempts_on
+
+    assert attempts_on(master, max_failures) == attempts
+
+
+def test_the_suites_local_session_tries_a_task_once(spark):
+    from deltalab.session import task_attempts
+
+    assert task_attempts(spark) == 1

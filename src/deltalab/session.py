@@ -373,6 +373,24 @@ def running_spark():
     return _session if _session is not None else SparkSession.getActiveSession()
 
 
+def task_attempts(spark) -> int:
+    """How many times Spark runs a task that fails before it fails the job (:func:`attempts_on`).
+
+    Each attempt of a failing write task leaves its own file behind, so a lesson that counts a
+    failed write's files depends on it.
+    """
+    return attempts_on(spark.sparkContext.master, spark.sparkContext.getConf().get("spark.task.maxFailures", None))
+
+
+def attempts_on(master: str, max_failures: str | None = None) -> int:
+    """The attempts a failing task gets on ``master``: local mode tries once (``local[N]``), or ``F``
+    times for ``local[N,F]``; a cluster up to ``spark.task.maxFailures`` (``max_failures``, 4 by default)."""
+    if master.startswith("local"):
+        with_failures = re.match(r"^local\[[^,\]]+,(\d+)\]$", master)
+        return int(with_failures.group(1)) if with_failures else 1
+    return int(max_failures or 4)
+
+
 def active_spark(spark=None, what: str = "This call needs Spark"):
     """``spark`` if given, else the session running in this process; ``what`` names the caller
     in the error raised when there is none."""
