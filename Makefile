@@ -2,6 +2,7 @@
 #   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
+#   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
 PYTHON ?= python3
@@ -20,10 +21,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor test outputs doctor lock clean
+.PHONY: help setup lab instructor test test-cluster outputs doctor lock clean
 
 help:
-	@sed -n '1,5p' Makefile
+	@sed -n '1,6p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -54,6 +55,12 @@ instructor: lab
 
 test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
+
+# Notebooks on a Spark standalone cluster started on 127.0.0.1 (deltalab.cluster), one at a time:
+# every notebook by default, CLUSTER_NOTEBOOKS=ci for CI's subset, or a comma-separated list of names.
+CLUSTER_NOTEBOOKS ?= all
+test-cluster: setup
+	DELTALAB_CLUSTER_NOTEBOOKS=$(CLUSTER_NOTEBOOKS) $(PY) -m pytest -m cluster tests/test_cluster.py $(PYTEST_ARGS)
 
 outputs: setup
 	$(PY) -m deltalab execute $(NB)

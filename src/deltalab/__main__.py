@@ -1,4 +1,4 @@
-"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench | lab``."""
+"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench | lab | cluster``."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--check", action="store_true", help="only check that the role can start (nbgrader and labs/ for "
                      "the instructor) and print the file it opens, relative to the root")
     lab.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_OPTION", help="more options for jupyter lab")
+    cluster = commands.add_parser("cluster", help="start a Spark standalone master and worker on 127.0.0.1 and keep them "
+                                  "running until Ctrl-C; print the SPARK_MASTER that points notebooks at them")
+    cluster.add_argument("--cores", type=_at_least_one, default=4, help="cores the worker offers (default 4)")
+    cluster.add_argument("--memory", default="4g", help="memory the worker offers (default 4g)")
+    cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                         help="logs and the worker's work directory (default: _cluster under the work root)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -77,6 +83,8 @@ def _run(args: argparse.Namespace) -> int:
 
             print(f"JVM class archive: {build_archive(session_jars(fetch_jars('delta')), find_java().home)}")
         return 0
+    if args.command == "cluster":
+        return _serve_cluster(args.cores, args.memory, args.dir)
     if args.command == "bench":
         from deltalab.bench import main as bench_main
 
@@ -107,6 +115,28 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     exec_lab(launch)
     return 0  # not reached: exec_lab replaces this process
+
+
+def _serve_cluster(cores: int, memory: str, directory: Path | None) -> int:
+    """Start a loopback cluster, say how to use it, and keep it until interrupted."""
+    import time
+
+    from deltalab.cluster import start_cluster
+    from deltalab.locations import work_root
+
+    folder = directory or work_root() / "_cluster"
+    print(f"Starting a Spark master and a worker ({cores} cores, {memory}) on 127.0.0.1; logs in {folder} ...")
+    with start_cluster(folder, cores=cores, memory=memory) as running:
+        print(f"Running. In another shell: export SPARK_MASTER={running.url}  (then make lab, papermill, ...)")
+        print(f"The master's status: {running.status_url}   Stop with Ctrl-C.", flush=True)
+        try:
+            while running.master.poll() is None and running.worker.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("Stopping the worker and the master.")
+            return 0
+    print("deltalab: the master or the worker stopped on its own; see their logs in " + str(folder), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ SAME_WORKER_AS = {"tests/test_lab05_concurrency.py": "tests/test_labs.py",
 # its end when these drift.
 SECONDS_PER_SCOPE = {
     "tests/test_labs.py": 266,  # with test_lab05_concurrency.py and test_lab09_streaming.py (SAME_WORKER_AS)
-    "tests/test_cluster.py": 156,
     "notebooks/05_optimistic_concurrency.ipynb": 97,
     "notebooks/08_zorder_benchmark.ipynb": 92,
     "notebooks/10_medallion_pipeline.ipynb": 80,
