@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from deltalab import class_archive
 from deltalab.java import find_java

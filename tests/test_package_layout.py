@@ -104,6 +104,14 @@ def test_every_module_has_a_row_in_the_readme():
     assert not missing, f"src/deltalab/README.md's table does not name {missing}: add each where it belongs"
 
 
+def test_every_name_in_the_readme_is_a_module():
+    named = [name for names in readme_rows() for name in names]
+    ghosts = [name for name in named
+              if not any(module == name or re.fullmatch(re.escape(name).replace("NN_topic", r"\d\d_\w+"), module)
+                         for module in MODULES)]
+    assert not ghosts, f"src/deltalab/README.md's table names modules that do not exist: {ghosts}"
+
+
 def test_modules_import_only_the_rows_above_their_own():
     rows = readme_rows()
     wrong = []
