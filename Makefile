@@ -2,6 +2,7 @@
 #   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
+#   make test-seeds                                           the labs' solutions at their other fixed seeds
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
@@ -21,10 +22,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor test test-cluster outputs doctor lock clean
+.PHONY: help setup lab instructor test test-seeds test-cluster outputs doctor lock clean
 
 help:
-	@sed -n '1,6p' Makefile
+	@sed -n '1,7p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -55,6 +56,11 @@ instructor: lab
 
 test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
+
+# The labs' solutions at the fixed seeds after each lab's first (make test runs the first): together
+# the seeds cover every edge case the checks generate. CI runs it after make test.
+test-seeds: setup
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
 
 # Notebooks on a Spark standalone cluster started on 127.0.0.1 (deltalab.cluster), one at a time:
 # every notebook by default, CLUSTER_NOTEBOOKS=ci for CI's subset, or a comma-separated list of names.

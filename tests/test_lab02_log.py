@@ -24,6 +24,7 @@ from deltalab.labs.harness import SEED_ENV, fresh_dir
 from deltalab.labs.lab02_log import check_active_files, check_table_version
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 #: Each run covers deletion vectors (add before remove in one commit; a checkpoint's add ended by a
 #: later JSON remove), partition values a path must encode, cleaned-up commits and a commit Spark
@@ -109,23 +110,23 @@ def coverage(table: str) -> dict[str, bool]:
     return found
 
 
-def test_lab02_the_solution_passes_at_three_seeds_that_cover_the_edge_cases(spark, capsys, monkeypatch):
-    for seed in SEEDS:
-        monkeypatch.setenv(SEED_ENV, str(seed))
-        check_table_version(table_version)
-        check_active_files(active_files)
-        out = capsys.readouterr().out.splitlines()
-        assert out[0].startswith("✓ table_version: ") and out[1].startswith("✓ active_files: "), out
-        versions = workdir("labs_checks_lab02_table_version", fresh=False) / "versions" / "_delta_log"
-        assert not (versions / f"{0:020d}.json").exists() and sorted(versions.glob("*.checkpoint.parquet")), seed
-        newest = max(versions.glob("*.json"), key=lambda p: p.name).read_text()
-        assert lab.FUTURE_FEATURE in newest and not (versions / f"{table_version(str(versions.parent)):020d}.crc").exists()
-        built = workdir("labs_checks_lab02_active_files", fresh=False)
-        found = coverage(str(built / "history"))
-        assert all(value for name, value in found.items() if name != "no checkpoint yet"), (seed, found)
-        assert not (built / "cleaned_copy" / "_delta_log" / f"{0:020d}.json").exists(), "commits cleaned up"
-        if seed == SEEDS[0]:
-            assert found["no checkpoint yet"], "the first seed's table replays from commit 0 at first"
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
+def test_lab02_the_solution_passes_at_seeds_that_cover_the_edge_cases(spark, capsys, monkeypatch, seed):
+    monkeypatch.setenv(SEED_ENV, str(seed))
+    check_table_version(table_version)
+    check_active_files(active_files)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("✓ table_version: ") and out[1].startswith("✓ active_files: "), out
+    versions = workdir("labs_checks_lab02_table_version", fresh=False) / "versions" / "_delta_log"
+    assert not (versions / f"{0:020d}.json").exists() and sorted(versions.glob("*.checkpoint.parquet")), seed
+    newest = max(versions.glob("*.json"), key=lambda p: p.name).read_text()
+    assert lab.FUTURE_FEATURE in newest and not (versions / f"{table_version(str(versions.parent)):020d}.crc").exists()
+    built = workdir("labs_checks_lab02_active_files", fresh=False)
+    found = coverage(str(built / "history"))
+    assert all(value for name, value in found.items() if name != "no checkpoint yet"), (seed, found)
+    assert not (built / "cleaned_copy" / "_delta_log" / f"{0:020d}.json").exists(), "commits cleaned up"
+    if seed == SEEDS[0]:
+        assert found["no checkpoint yet"], "the first seed's table replays from commit 0 at first"
 
 
 def test_lab02_the_stubs_are_not_written_yet(spark):

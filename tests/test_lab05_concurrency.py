@@ -28,6 +28,7 @@ from deltalab.files import data_files
 from deltalab.labs import lab05_concurrency as cx
 from deltalab.labs.harness import SEED_ENV, fresh_dir
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 #: 1: deletion vectors, checkpoint every 2 commits; 5: no deletion vectors, no checkpoint;
 #: 10: no deletion vectors, checkpoint every 3 commits. Each run of exercise 1 asks 8 or 9 pairs.
@@ -113,14 +114,14 @@ def orphan_files(table_path):
     return on_disk - every_add(table)
 
 
-def test_lab05_the_solutions_pass_at_three_seeds(spark, seeded, reused_tables, capsys):
-    for seed in SEEDS:
-        seeded(seed)
-        cx.check_predict_conflict(predict_conflict)
-        cx.check_retry(retry)
-        cx.check_orphan_files(orphan_files)
-        out = capsys.readouterr().out
-        assert [line[:15] for line in out.splitlines()] == ["✓ predict_confl", "✓ retry: retrie", "✓ orphan_files:"], out
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
+def test_lab05_the_solutions_pass_at_the_seeds(spark, seeded, reused_tables, capsys, seed):
+    seeded(seed)
+    cx.check_predict_conflict(predict_conflict)
+    cx.check_retry(retry)
+    cx.check_orphan_files(orphan_files)
+    out = capsys.readouterr().out
+    assert [line[:15] for line in out.splitlines()] == ["✓ predict_confl", "✓ retry: retrie", "✓ orphan_files:"], out
 
 
 def test_lab05_the_seeds_cover_the_edge_cases(spark):

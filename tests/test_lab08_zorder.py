@@ -20,6 +20,7 @@ from deltalab.labs import lab08_zorder as zx
 from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab08_zorder import check_interleave_bits, check_zorder_columns
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 #: 1: `ts` dominates in six small queries, the largest single query filters `user_id`;
 #: 5: `amount` dominates in one query, `ts` has two; 8: `ts` dominates, the first query filters `amount`.
@@ -103,13 +104,13 @@ def test_the_mixes_are_dominated_by_one_column_and_vary():
     assert 25 < len(largest_on_minor) < 75 and 25 < len(more_queries_on_minor) < 75
 
 
-def test_lab08_the_solutions_pass_at_three_seeds(spark, seeded, capsys):
-    for seed in SEEDS:
-        seeded(seed)
-        check_interleave_bits(interleave_bits)
-        check_zorder_columns(zorder_columns)
-        out = capsys.readouterr().out
-        assert [line[:17] for line in out.splitlines()] == ["✓ interleave_bits", "✓ zorder_columns:"], out
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
+def test_lab08_the_solutions_pass_at_the_seeds(spark, seeded, capsys, seed):
+    seeded(seed)
+    check_interleave_bits(interleave_bits)
+    check_zorder_columns(zorder_columns)
+    out = capsys.readouterr().out
+    assert [line[:17] for line in out.splitlines()] == ["✓ interleave_bits", "✓ zorder_columns:"], out
 
 
 def test_the_reference_choice_is_the_best_measured_at_the_seeds(spark):

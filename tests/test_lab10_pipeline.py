@@ -31,6 +31,7 @@ from deltalab.labs import lab10_pipeline as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab10_pipeline" / "lab10_pipeline.ipynb"
 SEEDS = [8, 16, 14]
@@ -131,7 +132,7 @@ def _upsert(spark, dedupe=True, condition="s.updated_at > t.updated_at", hard_de
     return upsert
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
 def test_lab10_the_upsert_solution_passes_on_generated_batches(solution, monkeypatch, capsys, seed):
     monkeypatch.setenv(SEED_ENV, str(seed))
     lab.check_upsert_changes(solution["upsert_changes"])
@@ -225,7 +226,7 @@ def _update_gold(spark, preimage=-1, tombstones=0, start_after_done=True, done_f
     return update_gold
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
 def test_lab10_the_gold_solution_passes_on_generated_silvers(solution, monkeypatch, capsys, seed):
     monkeypatch.setenv(SEED_ENV, str(seed))
     lab.check_update_gold(solution["update_gold"])

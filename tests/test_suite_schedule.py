@@ -16,8 +16,8 @@ def test_every_scope_named_is_a_file_of_the_suite():
 
 
 def test_longest_first_puts_the_named_scopes_first_and_keeps_the_rest_in_order():
-    queue = OrderedDict([("tests/test_datasets.py", {"a": False}), ("tests/test_cluster.py", {"b": False}),
+    queue = OrderedDict([("tests/test_datasets.py", {"a": False}), ("tests/test_browser.py", {"b": False}),
                          ("tests/test_curves.py", {"c": False}), ("tests/test_labs.py", {"d": False})])
     ordered = longest_first(queue)
-    assert list(ordered) == ["tests/test_labs.py", "tests/test_cluster.py", "tests/test_datasets.py", "tests/test_curves.py"]
-    assert ordered["tests/test_cluster.py"] is queue["tests/test_cluster.py"]
+    assert list(ordered) == ["tests/test_labs.py", "tests/test_browser.py", "tests/test_datasets.py", "tests/test_curves.py"]
+    assert ordered["tests/test_browser.py"] is queue["tests/test_browser.py"]

@@ -9,6 +9,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 
 @dataclass
 class CellRun:
@@ -115,3 +117,13 @@ def check_failure(check, answer) -> str:
     with pytest.raises(CheckFailed) as caught:
         check(answer)
     return assert_plain_failure(caught.value)
+
+
+def solution_seeds(seeds) -> list:
+    """The fixed seeds a lab's solutions are run at, as pytest parameters: the first in ``make
+    test``, the others marked ``seeds`` and run by ``make test-seeds`` (which CI runs as well). Each
+    lab's seeds together cover every edge case its checks generate (its coverage test says so);
+    one of them is enough to catch a check that breaks its own solution, and keeps ``make test``
+    within its 15 minutes."""
+    first, *others = seeds
+    return [first, *(pytest.param(seed, marks=pytest.mark.seeds) for seed in others)]

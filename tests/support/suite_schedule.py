@@ -17,33 +17,32 @@ SAME_WORKER_AS = {"tests/test_lab05_concurrency.py": "tests/test_labs.py",
 
 # The longest scopes, with the seconds each took in a full two-worker `make test` (rounded; they
 # only order the queue). Longest first keeps the last minutes from running one long scope on one
-# worker while the other waits: xdist's own order (most tests first) started test_cluster, one
-# test of 134 s, last, and that tail cost about a minute. The seconds below are from the
-# fresh-clone CI run of 2026-11-24 on 0aeb738 (13:18 in all, 1568 s of work on two workers).
-# Scopes not named here follow, most tests first. Re-measure with the table `make test` prints at
-# its end when these drift.
+# worker while the other waits. The seconds below are from the run of 2026-11-25 on e5c7cef (15:04
+# in all, 1782 s of work on two workers), less the labs' solution runs at their later seeds, which
+# moved to `make test-seeds` after it. Scopes not named here follow, most tests first. Re-measure
+# with the table `make test` prints at its end when these drift.
 SECONDS_PER_SCOPE = {
-    "tests/test_labs.py": 266,  # with test_lab05_concurrency.py and test_lab09_streaming.py (SAME_WORKER_AS)
-    "notebooks/05_optimistic_concurrency.ipynb": 97,
-    "notebooks/08_zorder_benchmark.ipynb": 92,
-    "notebooks/10_medallion_pipeline.ipynb": 80,
-    "notebooks/11_object_stores.ipynb": 71,
-    "notebooks/02_the_transaction_log.ipynb": 66,
-    "notebooks/03_checkpoints.ipynb": 64,
-    "notebooks/09_streaming.ipynb": 63,
-    "notebooks/06_schema_enforcement_and_evolution.ipynb": 58,
-    "notebooks/07_data_skipping.ipynb": 58,
-    "notebooks/09b_streaming_case_studies.ipynb": 51,
-    "tests/test_browser.py": 48,
-    "notebooks/04_time_travel_and_vacuum.ipynb": 47,
-    "tests/test_robustness.py": 46,
-    "notebooks/12_other_engines.ipynb": 45,
-    "tests/test_log.py": 45,
-    # test_foundation_spark.py (41 s in that run) is now test_session, test_jars, test_doctor, test_notebook,
-    # test_workdir and test_jupyterlab.py, each under 20 s on its own; test_robustness.py has since lost
-    # its tests without a kernel to test_workdir, test_locations and test_processes.py (seconds).
+    "tests/test_labs.py": 380,  # with test_lab05_concurrency.py and test_lab09_streaming.py (SAME_WORKER_AS)
+    "tests/test_lab06_schema.py": 86,
+    "notebooks/05_optimistic_concurrency.ipynb": 74,
+    "tests/test_lab03_checkpoints.py": 72,
+    "tests/test_lab10_pipeline.py": 71,
+    "notebooks/08_zorder_benchmark.ipynb": 65,
+    "notebooks/10_medallion_pipeline.ipynb": 63,
+    "notebooks/09_streaming.ipynb": 54,
+    "notebooks/11_object_stores.ipynb": 54,
+    "notebooks/02_the_transaction_log.ipynb": 53,
+    "notebooks/03_checkpoints.ipynb": 50,
+    "tests/test_lab08_zorder.py": 48,
+    "notebooks/06_schema_enforcement_and_evolution.ipynb": 48,
+    "notebooks/09b_streaming_case_studies.ipynb": 44,
+    "tests/test_browser.py": 43,
+    "notebooks/07_data_skipping.ipynb": 40,
+    "notebooks/04_time_travel_and_vacuum.ipynb": 38,
+    "notebooks/12_other_engines.ipynb": 36,
+    "tests/test_robustness.py": 35,
+    "tests/test_lab02_log.py": 33,
 }
-
 
 def longest_first(workqueue: dict) -> OrderedDict:
     """The scopes of ``workqueue`` (xdist's, most tests first), the ones in SECONDS_PER_SCOPE first."""
