@@ -313,6 +313,11 @@ def test_learner_lab_needs_the_token_and_opens_a_clean_course_index(learner_lab,
     page.tab.locator("#password_input").wait_for(timeout=30_000)
     assert "token" in page.tab.content().lower(), "the login page should ask for the token"
 
+    # The URL JupyterLab prints, which a learner without a browser here copies, leads to the index too.
+    printed = re.findall(rf"{re.escape(lab.base)}(/[^?\s]*)\?token=", lab.log.read_text())
+    assert printed and set(printed) == {f"/lab/tree/{OPENS['learner']}"}, \
+        f"the printed URL should open the course index, it opens {printed}"
+
     # With the token: the course index, rendered (make lab's Markdown-preview default).
     _open_rendered(page, lab, OPENS["learner"], "The course, notebook by notebook")
     assert page.tab.get_by_role("link", name="Hello, Delta Lake").count() > 0, "the index links notebook 00"

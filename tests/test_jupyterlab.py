@@ -62,7 +62,7 @@ def test_learner_serves_the_course_and_opens_its_index(course, as_user):
     assert launch.role == "learner"
     assert launch.argv == [
         str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8888", f"--ServerApp.root_dir={course}",
-        str(course / "notebooks" / "README.md"),
+        "--LabApp.default_url=/lab/tree/notebooks/README.md", str(course / "notebooks" / "README.md"),
     ]
     assert launch.cwd == course
     assert launch.opens == "notebooks/README.md"
@@ -75,7 +75,7 @@ def test_instructor_starts_in_labs_with_its_settings(course, as_user, with_nbgra
     launch = _launch("instructor", course, port=8899, browser=False)
     assert launch.argv == [
         str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8899", f"--ServerApp.root_dir={course}",
-        "--no-browser", str(course / "labs" / "README.md"),
+        "--LabApp.default_url=/lab/tree/labs/README.md", "--no-browser", str(course / "labs" / "README.md"),
     ]
     assert launch.cwd == course / "labs", "nbgrader reads labs/nbgrader_config.py from its working directory"
     assert launch.opens == "labs/README.md"
@@ -99,7 +99,8 @@ def test_the_token_stays_in_the_environment(course, as_user):
 def test_the_image_listens_everywhere_and_passes_options_on(course, as_user):
     launch = _launch("learner", course, ip="0.0.0.0", browser=False, extra_args=["--ServerApp.quit_button=False"])
     assert launch.argv[2:] == [
-        "--ip=0.0.0.0", "--port=8888", f"--ServerApp.root_dir={course}", "--no-browser",
+        "--ip=0.0.0.0", "--port=8888", f"--ServerApp.root_dir={course}",
+        "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser",
         "--ServerApp.quit_button=False", str(course / "notebooks" / "README.md"),
     ]
 
@@ -180,7 +181,8 @@ def test_the_command_becomes_jupyterlab(course, monkeypatch, as_user):
     (chdir, cwd), (execve, path, argv, env) = calls
     assert cwd == course
     assert path == argv[0] == str(PYTHON_BIN / "jupyter")
-    assert argv[1:] == ["lab", "--ip=0.0.0.0", "--port=8890", f"--ServerApp.root_dir={course}", "--no-browser",
+    assert argv[1:] == ["lab", "--ip=0.0.0.0", "--port=8890", f"--ServerApp.root_dir={course}",
+                        "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser",
                         "--debug", str(course / "notebooks" / "README.md")]
     assert env["JUPYTER_TOKEN"] == "s3cret"
 
@@ -228,3 +230,14 @@ def test_make_lab_requires_the_token(tmp_path):
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=30)
+
+
+def test_each_role_has_its_own_workspace_outside_the_course(course, as_user, with_nbgrader):
+    learner = _launch("learner", course, environ={"HOME": "/home/someone", "PATH": "/bin"})
+    instructor = _launch("instructor", course, environ={"HOME": "/home/someone", "PATH": "/bin"})
+    assert learner.env["JUPYTERLAB_WORKSPACES_DIR"] == "/home/someone/.local/share/deltalab/workspaces/learner"
+    assert instructor.env["JUPYTERLAB_WORKSPACES_DIR"] == "/home/someone/.local/share/deltalab/workspaces/instructor"
+    assert _launch("learner", course, environ={"XDG_DATA_HOME": "/data", "PATH": "/bin"}).env[
+        "JUPYTERLAB_WORKSPACES_DIR"] == "/data/deltalab/workspaces/learner"
+    chosen = _launch("learner", course, environ={"JUPYTERLAB_WORKSPACES_DIR": "/mine", "PATH": "/bin"})
+    assert chosen.env["JUPYTERLAB_WORKSPACES_DIR"] == "/mine", "a folder set by hand wins"

@@ -9,8 +9,12 @@
   environment's and ``~/.jupyter``'s without writing to either;
 * the working directory: the course root for the learner; ``labs/`` for the instructor, because
   nbgrader reads ``labs/nbgrader_config.py`` and ``labs/gradebook.db`` from there;
-* the file it opens: the course index, or the labs' README for the instructor;
-* this Python's ``bin/`` first on ``PATH`` (nbgrader runs ``alembic`` by name).
+* the file it opens: the course index, or the labs' README for the instructor; it is also the
+  page of the URL JupyterLab prints (``--LabApp.default_url``), so a learner without a browser
+  on this machine who copies that URL lands on the course index, not on the Launcher;
+* this Python's ``bin/`` first on ``PATH`` (nbgrader runs ``alembic`` by name);
+* a JupyterLab workspace folder per role (:func:`workspaces_dir`), so that the instructor's
+  JupyterLab does not reopen the learner's tabs and start their kernels, nor the other way round.
 
 The token never goes on the command line (where ``ps`` shows it): jupyter_server reads it from
 ``JUPYTER_TOKEN`` in the environment, or generates one and prints it.
@@ -76,6 +80,15 @@ def jupyter_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     if environ.get(JUPYTER_CONFIG_ENV):
         return Path(environ[JUPYTER_CONFIG_ENV])
     return Path(__file__).resolve().with_name("jupyter")
+
+
+def workspaces_dir(role: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where JupyterLab keeps the open tabs and layout of ``role`` (``JUPYTERLAB_WORKSPACES_DIR``):
+    ``$XDG_DATA_HOME/deltalab/workspaces/<role>`` (``~/.local/share/...`` by default), outside the
+    repository and apart from the other role's and from JupyterLab's own default."""
+    environ = os.environ if environ is None else environ
+    data_home = environ.get("XDG_DATA_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".local" / "share")
+    return Path(data_home) / "deltalab" / "workspaces" / role
 
 
 def _module_installed(name: str) -> bool:
@@ -159,7 +172,9 @@ def lab_launch(
         )
     env = dict(environ, JUPYTER_CONFIG_PATH=_first_on(str(config_dir / role), environ.get("JUPYTER_CONFIG_PATH")),
                PATH=_first_on(str(bin_dir), environ.get("PATH")))
-    argv = [str(jupyter), "lab", f"--ip={ip}", f"--port={port}", f"--ServerApp.root_dir={root}"]
+    env.setdefault("JUPYTERLAB_WORKSPACES_DIR", str(workspaces_dir(role, environ)))  # one set by hand wins
+    argv = [str(jupyter), "lab", f"--ip={ip}", f"--port={port}", f"--ServerApp.root_dir={root}",
+            f"--LabApp.default_url=/lab/tree/{OPENS[role]}"]
     argv += [] if browser else ["--no-browser"]
     argv += ["--allow-root"] if _is_root() else []
     argv += list(extra_args or []) + [str(root / OPENS[role])]
