@@ -10,7 +10,11 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -18,7 +22,6 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="the labs need the `labs` extra: pip install -e '.[labs]'")
 
-from deltalab.labs.grading import grade_folder  # noqa: E402
 from lab_testing import assert_plain_failure, check_results, generate_student_versions, run_in_process  # noqa: E402
 
 LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
@@ -157,18 +160,40 @@ def test_wrong_answers_get_specific_messages(spark):
     assert "FileNotFoundError" in str(failure.error) and "checkpoint" in str(failure.error), str(failure.error)
 
 
-def test_grading_a_folder_gives_one_row_per_student_and_one_column_per_check(tmp_path, capsys):
-    """nbgrader autogrades a correct submission and a partly correct one with a cell that raises
-    (plus an unreadable file); the broken ones do not stop the others, and the CSV has one column
-    per check with the expected scores.
+def readme_commands(lab: str) -> list[str]:
+    """The commands of labs/README.md's "From clone to grades", in order (its ```sh blocks), for
+    ``lab`` instead of the README's lab02_log; without the set-up (done: this suite runs in the venv)
+    and without the suite itself (python -m pytest: that is what is running)."""
+    text = (LABS_DIR / "README.md").read_text()
+    steps = text[text.index("## From clone to grades"):text.index("\n## ", text.index("## From clone to grades") + 5)]
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", steps, flags=re.S):
+        for line in block.splitlines():
+            command = re.split(r"\s{2,}#", line.strip())[0].strip()
+            if command and not command.startswith(("make setup", ". .venv/bin/activate", "python -m pytest")):
+                commands.append(command.replace("lab02_log", lab))
+    return commands
 
-    Lab 01 is graded here because it is the lightest, and two notebooks are enough (the broken one
-    scores 0 on one check and 1 on the other): nbgrader starts one kernel, and so one JVM, per
-    submission, and what is tested is the grading, which is the same for every lab."""
+
+def test_the_instructors_steps_work_as_written(tmp_path):
+    """labs/README.md's commands, pasted in order in a copy of the repository's labs/: regenerate a
+    lab, its solution with outputs, grade the default folder of submissions (a correct one, one
+    partly correct with a cell that raises, a file that is not a notebook), and the feedback.
+
+    Lab 01 stands in for the README's lab02_log because it is the lightest: nbgrader starts one
+    kernel, and so one JVM, per notebook it runs, and what is tested is the steps, the same for
+    every lab. The broken submissions do not stop the others, and the CSV has one column per check."""
     lab = "lab01_parquet"
-    course = course_copy(tmp_path)
-    inbox = tmp_path / "inbox"
-    inbox.mkdir()
+    commands = readme_commands(lab)
+    assert [c.split()[:4] for c in commands] == [
+        ["cd", "labs", "&&", "nbgrader"], ["cd", "labs", "&&", "nbgrader"], ["python", "-m", "deltalab", "grade"],
+        ["cd", "labs", "&&", "nbgrader"]], commands
+    repo = tmp_path / "repo"
+    shutil.copytree(LABS_DIR, repo / "labs", ignore=shutil.ignore_patterns(
+        "gradebook.db", "submitted", "autograded", "feedback", "solution", "grades", ".ipynb_checkpoints"))
+    submissions = tmp_path / "submissions"
+    inbox = submissions / lab
+    inbox.mkdir(parents=True)
     nbformat.write(read(source(lab)), str(inbox / "alice.ipynb"))                    # everything right
     broken = with_solutions(lab, {"column_range"})                                    # exercise 2 only ...
     crash = copy.deepcopy(broken.cells[1])
@@ -178,9 +203,25 @@ def test_grading_a_folder_gives_one_row_per_student_and_one_column_per_check(tmp
     broken.cells.insert(2, crash)                                                     # ... and a cell that raises
     nbformat.write(broken, str(inbox / "carol.ipynb"))
     (inbox / "dave.ipynb").write_text("this is not a notebook")                      # cannot be read at all
+    bin_dir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),  # . .venv/bin/activate
+               DELTALAB_SUBMISSIONS=str(submissions), DELTALAB_WORKDIR=str(tmp_path / "work"))
+    said = {}
+    for command in commands:
+        done = subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"$ {command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        said[command.split(" && ")[-2] if "&&" in command else command] = done.stdout
 
-    out = grade_folder(lab, inbox, course)
-    assert out == course / "grades" / f"{lab}.csv"
+    solution = read(repo / "labs" / "solution" / lab / f"{lab}.ipynb")
+    printed = "".join(o.get("text", "") for c in solution.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    for check in checks(lab):
+        assert f"✓ {check.removeprefix('check_')}" in printed, f"the solution's {check} should print ✓:\n{printed[-1500:]}"
+
+    grading = said[f"python -m deltalab grade {lab}"]
+    assert "[1/3] alice: graded" in grading and "[2/3] carol: graded" in grading, grading
+    assert "[3/3] dave: not graded" in grading, "the unreadable submission is reported"
+    assert re.search(r"alice\s+1\s+1\s+2\s+2", grading) and re.search(r"carol\s+0\s+1\s+1\s+2", grading), grading
+    out = repo / "labs" / "grades" / f"{lab}.csv"
     with out.open() as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
     assert list(next(iter(rows.values())))[:3] == ["student_id", "check_footer_row_count", "check_column_range"]
@@ -190,4 +231,5 @@ def test_grading_a_folder_gives_one_row_per_student_and_one_column_per_check(tmp
         assert (row["check_footer_row_count"], row["check_column_range"], row["score"]) == (ex1, ex2, total), row
         assert row["max_score"] == "2"
     assert rows.get("dave", {}).get("score", "0") == "0"
-    assert "dave" in capsys.readouterr().out, "the unreadable submission is reported"
+    feedback = repo / "labs" / "feedback" / "carol" / lab / f"{lab}.html"
+    assert feedback.is_file() and "footer_row_count" in feedback.read_text(), "carol's feedback names the failed check"

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     execute.add_argument("notebooks", nargs="+")
     grade = commands.add_parser("grade", help="grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV")
     grade.add_argument("lab", help="lab id, e.g. lab02_log")
-    grade.add_argument("folder", type=Path, help="folder with one <student_id>.ipynb per student")
+    grade.add_argument("folder", type=Path, nargs="?", default=None,
+                       help="folder with one <student_id>.ipynb per student (default: ~/deltalab-submissions/LAB, "
+                            "or $DELTALAB_SUBMISSIONS/LAB)")
     grade.add_argument("--course", type=Path, default=Path("labs"), help="the labs course directory")
     grade.add_argument("--out", type=Path, default=None, help="CSV path (default labs/grades/LAB.csv)")
     bench = commands.add_parser("bench", help="measure cold start (plain Spark vs Delta) and every notebook's cells")
@@ -92,9 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "lab":
         return _lab(args)
     if args.command == "grade":
-        from deltalab.labs.grading import grade_folder
+        from deltalab.labs.grading import grade_folder, submissions_folder
 
-        grade_folder(args.lab, args.folder, args.course, args.out)
+        grade_folder(args.lab, args.folder or submissions_folder(args.lab), args.course, args.out)
         return 0
     from deltalab.notebook import execute_in_place
 

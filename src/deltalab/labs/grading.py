@@ -5,9 +5,10 @@ adds two things it lacks:
 
 * :class:`PerCheckCsvExportPlugin`, an ``nbgrader export`` plugin writing one row per student and
   one column per check (nbgrader's own CSV has only the total per assignment);
-* ``python -m deltalab.grading LAB FOLDER``: copy a folder of submitted notebooks
-  (``FOLDER/<student>.ipynb``) into nbgrader's ``submitted/`` layout, run ``nbgrader autograde``
-  and the export, and print where the CSV is.
+* ``python -m deltalab grade LAB [FOLDER]``: copy a folder of submitted notebooks
+  (``FOLDER/<student>.ipynb``; by default :func:`submissions_folder`, outside the repository) into
+  nbgrader's ``submitted/`` layout, autograde them one by one with a line of progress each, export
+  the CSV and print the grades as a table.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import csv
 import os
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from deltalab.errors import DeltaLabError
@@ -117,6 +120,41 @@ def _run_step(course: Path, args: tuple[str, ...], work_root: Path, lab: str) ->
             raise DeltaLabError(f"nbgrader could not prepare {lab}.", fix="Read the messages above.")
 
 
+#: The folder that holds one folder of submissions per lab, when ``python -m deltalab grade`` is
+#: given none (default ``~/deltalab-submissions``): outside the repository, so that students' work
+#: never shows up as untracked files of the course's checkout.
+SUBMISSIONS_ENV = "DELTALAB_SUBMISSIONS"
+
+
+def submissions_folder(lab: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the submissions of ``lab`` go by default: ``$DELTALAB_SUBMISSIONS/<lab>`` or
+    ``~/deltalab-submissions/<lab>``, one ``<student_id>.ipynb`` per student."""
+    environ = os.environ if environ is None else environ
+    root = environ.get(SUBMISSIONS_ENV) or str(Path.home() / "deltalab-submissions")
+    return Path(root).expanduser() / lab
+
+
+def _autograde_one(course: Path, lab: str, student: str, work_root: Path) -> str | None:
+    """Autograde one student's submission; None when it was graded, else nbgrader's reason."""
+    done = _nbgrader(course, "autograde", lab, f"--student={student}", "--create", "--force", work_root=work_root)
+    if done.returncode == 0:
+        return None
+    errors = [line.strip() for line in done.stderr.splitlines() if "There was an error processing" in line]
+    return (errors or [line.strip() for line in done.stderr.splitlines() if line.strip()][-1:] or ["no message"])[0]
+
+
+def print_grades(csv_path: Path) -> None:
+    """The grades CSV as a table on the terminal: one row per student, one column per check."""
+    with csv_path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return
+    header = [name.removeprefix("check_") for name in rows[0]]
+    widths = [max(len(str(row[i])) for row in [header, *rows[1:]]) for i in range(len(header))]
+    for row in [header, *rows[1:]]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
 def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) -> Path:
     """Grade every ``folder/<student>.ipynb`` for ``lab`` with nbgrader; return the CSV path.
 
@@ -130,6 +168,10 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
     if not (course / "source" / lab).is_dir():
         known = sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
         raise DeltaLabError(f"There is no lab called {lab!r}.", fix=f"Use one of: {', '.join(known)}.")
+    if not folder.is_dir():
+        raise DeltaLabError(f"There is no folder {folder} with submissions of {lab}.",
+                            fix=f"Put one notebook per student there, named <student_id>.ipynb (or pass the folder "
+                                f"that holds them: python -m deltalab grade {lab} FOLDER).")
     files = sorted(folder.glob("*.ipynb"))
     if not files:
         raise DeltaLabError(f"{folder} holds no .ipynb files.",
@@ -143,8 +185,14 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
     # JupyterLab) hold their work directories, and grading must neither wait for them nor empty them.
     grading_root = Path(tempfile.mkdtemp(prefix="deltalab-grading-"))
     try:
-        for args in (("generate_assignment", lab, "--force"), ("autograde", lab, "--create", "--force")):
-            _run_step(course, args, grading_root, lab)
+        _run_step(course, ("generate_assignment", lab, "--force"), grading_root, lab)
+        print(f"Grading {len(files)} submission(s) of {lab}: a fresh kernel and Spark each, about a minute apiece.",
+              flush=True)
+        for number, file in enumerate(files, 1):
+            started = time.monotonic()
+            problem = _autograde_one(course, lab, file.stem, grading_root)
+            outcome = "graded" if problem is None else f"not graded: {problem}"
+            print(f"[{number}/{len(files)}] {file.stem}: {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
         shutil.rmtree(grading_root, ignore_errors=True)
     out = (out or course / "grades" / f"{lab}.csv").resolve()
@@ -154,5 +202,6 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
     if done.returncode != 0:
         raise DeltaLabError(f"nbgrader export failed: {done.stderr.strip().splitlines()[-1:]}",
                             fix="Run the export command by hand in labs/ to see the whole message.")
+    print_grades(out)
     print(f"Grades: {out}")
     return out
