@@ -47,6 +47,7 @@ __all__ = [
     "calls_watched",
     "check_seed",
     "clean_up_commits",
+    "create_history_table",
     "file_set_difference",
     "folder_state",
     "fresh_dir",
@@ -390,6 +391,19 @@ class History:
     deletion_vectors: bool = False
 
 
+def create_history_table(spark: Any, path: str | os.PathLike[str], *, partitioned: bool, deletion_vectors: bool,
+                         checkpoint_interval: int) -> None:
+    """Create the empty table the generated histories write (:func:`random_history`, lab 03's):
+    ``id BIGINT, city STRING, amount INT``, partitioned by ``city`` or not, with its checkpoint
+    interval and deletion vectors on or off."""
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, city STRING, amount INT) USING delta "
+        + ("PARTITIONED BY (city) " if partitioned else "")
+        + f"TBLPROPERTIES ('delta.checkpointInterval' = '{checkpoint_interval}', "
+        f"'delta.enableDeletionVectors' = '{str(deletion_vectors).lower()}')"
+    )
+
+
 def random_history(spark: Any, path: str | os.PathLike[str], rng: random.Random, *, commits: int = 8,
                    partitioned: bool | None = None, deletion_vectors: bool | None = None,
                    checkpoint_interval: int | None = None) -> History:
@@ -408,12 +422,8 @@ def random_history(spark: Any, path: str | os.PathLike[str], rng: random.Random,
     deletion_vectors = rng.random() < 0.5 if deletion_vectors is None else deletion_vectors
     interval = checkpoint_interval or rng.choice([2, 3, 4, 5, 100])
     location = str(path)
-    spark.sql(
-        f"CREATE TABLE delta.`{location}` (id BIGINT, city STRING, amount INT) USING delta "
-        + ("PARTITIONED BY (city) " if partitioned else "")
-        + f"TBLPROPERTIES ('delta.checkpointInterval' = '{interval}', "
-        f"'delta.enableDeletionVectors' = '{str(deletion_vectors).lower()}')"
-    )
+    create_history_table(spark, location, partitioned=partitioned, deletion_vectors=deletion_vectors,
+                         checkpoint_interval=interval)
     next_id = 0
 
     def append() -> None:

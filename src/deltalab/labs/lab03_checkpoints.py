@@ -43,7 +43,8 @@ from urllib.parse import unquote
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache, delta_log, delta_log_segment
 from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, append_events, build_once, call_student, calls_watched,
-                                   check_seed, clean_up_commits, fresh_dir, lab_spark, passed, short_repr)
+                                   check_seed, clean_up_commits, create_history_table, fresh_dir, lab_spark, passed,
+                                   short_repr)
 from deltalab.log import checkpoint_versions, latest_version, replay_log
 from deltalab.session import temporary_conf
 
@@ -175,12 +176,8 @@ def _write_history(spark, path: str, rng: random.Random, *, data_changes: bool) 
     deletion_vectors = True if data_changes else rng.random() < 0.5
     intervals = [4, 5] if data_changes else [3, 4, 5]  # few checkpoints by interval: each costs a Spark job
     interval = rng.choice(intervals)
-    spark.sql(
-        f"CREATE TABLE delta.`{path}` (id BIGINT, city STRING, amount INT) USING delta "
-        + ("PARTITIONED BY (city) " if partitioned else "")
-        + f"TBLPROPERTIES ('delta.checkpointInterval' = '{interval}', "
-        f"'delta.enableDeletionVectors' = '{str(deletion_vectors).lower()}')"
-    )
+    create_history_table(spark, path, partitioned=partitioned, deletion_vectors=deletion_vectors,
+                         checkpoint_interval=interval)
     next_id = 0
 
     def append() -> None:
