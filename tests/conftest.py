@@ -88,6 +88,18 @@ def repo() -> Path:
 
 
 @pytest.fixture()
+def seeded(monkeypatch):
+    """Fix the seed of the lab checks' generated tables for one test: ``seeded(n)`` (``DELTALAB_CHECK_SEED``)."""
+    from deltalab.labs.harness import SEED_ENV
+
+    def fix(seed: int) -> int:
+        monkeypatch.setenv(SEED_ENV, str(seed))
+        return seed
+
+    return fix
+
+
+@pytest.fixture()
 def wd(request) -> Path:
     """An emptied work directory named after the test file (``test_streaming``), under the suite's work root."""
     from deltalab import workdir

@@ -37,16 +37,6 @@ SEEDS = (1, 5, 10)
 WRONG_SEED = 1
 
 
-@pytest.fixture()
-def seeded(monkeypatch):
-    """Fix the check's seed for one test: ``seeded(n)``."""
-    def fix(seed: int) -> int:
-        monkeypatch.setenv(SEED_ENV, str(seed))
-        return seed
-
-    return fix
-
-
 #: The tables ``orphan_history`` generated for each seed in this process (see ``reused_tables``).
 _GENERATED: dict[int, cx.OrphanTable] = {}
 _orphan_history = cx.orphan_history

@@ -17,7 +17,6 @@ import pytest
 
 from deltalab.curves import z_value
 from deltalab.labs import lab08_zorder as zx
-from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab08_zorder import check_interleave_bits, check_zorder_columns
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
@@ -26,15 +25,6 @@ from lab_testing import solution_seeds
 #: 5: `amount` dominates in one query, `ts` has two; 8: `ts` dominates, the first query filters `amount`.
 SEEDS = (1, 5, 8)
 COLUMNS = ("user_id", "ts", "amount")
-
-
-@pytest.fixture()
-def seeded(monkeypatch):
-    def fix(seed: int) -> int:
-        monkeypatch.setenv(SEED_ENV, str(seed))
-        return seed
-
-    return fix
 
 
 def interleave_bits(values: list[int], bits: int) -> int:

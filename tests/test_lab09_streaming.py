@@ -17,7 +17,6 @@ import json
 import re
 from pathlib import Path
 
-import nbformat
 import pyarrow.parquet as pq
 import pytest
 from delta.tables import DeltaTable
@@ -30,7 +29,7 @@ from deltalab.labs import lab09_streaming as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
-from lab_testing import solution_seeds
+from lab_testing import solution_namespace, solution_seeds
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab09_streaming" / "lab09_streaming.ipynb"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -39,11 +38,7 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 @pytest.fixture(scope="module")
 def solution(spark) -> dict:
     """The source notebook's setup and solution cells, run in one namespace."""
-    namespace: dict = {"__name__": "__main__"}
-    for cell in nbformat.read(str(SOURCE), as_version=4).cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("setup", "committed_batches", "upsert_classifications"):
-            exec(compile(cell.source, "<lab09 solution>", "exec"), namespace)
-    return namespace
+    return solution_namespace(SOURCE, ("setup", "committed_batches", "upsert_classifications"))
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,6 @@ import random
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import Window
@@ -31,7 +30,7 @@ from deltalab.labs import lab10_pipeline as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
-from lab_testing import solution_seeds
+from lab_testing import solution_namespace, solution_seeds
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab10_pipeline" / "lab10_pipeline.ipynb"
 SEEDS = [8, 16, 14]
@@ -41,11 +40,7 @@ ROW = {c: f"s.{c}" for c in ("customer_id", "name", "email", "updated_at")} | {"
 @pytest.fixture(scope="module")
 def solution(spark) -> dict:
     """The source notebook's setup and solution cells, run in one namespace."""
-    namespace: dict = {"__name__": "__main__"}
-    for cell in nbformat.read(str(SOURCE), as_version=4).cells:
-        if cell.metadata.get("nbgrader", {}).get("grade_id") in ("setup", "upsert_changes", "update_gold"):
-            exec(compile(cell.source, "<lab10 solution>", "exec"), namespace)
-    return namespace
+    return solution_namespace(SOURCE, ("setup", "upsert_changes", "update_gold"))
 
 
 @pytest.fixture(autouse=True)

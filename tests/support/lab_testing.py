@@ -127,3 +127,15 @@ def solution_seeds(seeds) -> list:
     within its 15 minutes."""
     first, *others = seeds
     return [first, *(pytest.param(seed, marks=pytest.mark.seeds) for seed in others)]
+
+
+def solution_namespace(source: Path, grade_ids: tuple[str, ...]) -> dict:
+    """The cells of a lab's source notebook named by ``grade_ids`` (its setup and solution cells),
+    run in one namespace: a lab's check tests call the solutions the students' notebooks hold."""
+    import nbformat
+
+    namespace: dict = {"__name__": "__main__"}
+    for cell in nbformat.read(str(source), as_version=4).cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in grade_ids:
+            exec(compile(cell.source, f"<{source.stem} solution>", "exec"), namespace)
+    return namespace
