@@ -9,14 +9,17 @@ checks say the same. The message format itself is asserted by
 
 from __future__ import annotations
 
+import json
 import random
+import sys
 from urllib.parse import unquote
 
 import pytest
 
 from deltalab import checkpoint_versions, latest_version, replay_log, spark_files, temporary_conf
 from deltalab.errors import DeltaLabError
-from deltalab.labs.harness import SEED_ENV, CheckFailed, call_student, check_seed, random_history
+from deltalab.labs.harness import (SEED_ENV, CheckFailed, Watched, call_student, calls_watched, check_seed,
+                                   random_history, spark_jobs_started)
 from deltalab.labs.lab02_log import check_active_files
 from deltalab.labs.lab08_zorder import check_interleave_bits
 from lab_testing import assert_plain_failure
@@ -111,3 +114,52 @@ def test_a_random_history_is_what_its_log_and_spark_say(spark, tmp_path):
     replayed = {unquote(path) for path in replay_log(history.path).paths()}
     assert replayed == set(spark_files(spark, history.path, relative=True)), "the log and Spark agree"
     assert any(" " in path or ":" in path for path in replayed), "partition values that need URL-encoding"
+
+
+# -- how an answer was computed ----------------------------------------------------------------
+
+def _helper(values: list[int]) -> int:
+    return sum(values)
+
+
+def test_a_failure_says_which_table_and_seed_it_happened_on():
+    def raises(values):
+        raise ValueError("bad value")
+
+    def empties(values):
+        values.clear()
+
+    with pytest.raises(CheckFailed) as raised:
+        call_student("c", raises, "raises", [1], hint="look here", seed=9, on="a generated table")
+    with pytest.raises(CheckFailed) as changed:
+        call_student("c", empties, "empties", [1, 2], hint="", seed=3, on="the example table")
+    assert "on a generated table, raises(" in str(raised.value) and "ValueError: bad value" in str(raised.value)
+    assert raised.value.seed == 9 and "(tables of seed 9)" in str(raised.value).splitlines()[0]
+    assert "on the example table, empties changed its argument" in str(changed.value) and changed.value.seed == 3
+
+
+def test_calls_watched_names_the_functions_and_modules_called_and_keeps_a_profiler_running():
+    events = []
+    previous = lambda frame, event, arg: events.append(event)  # noqa: E731 - a profiler already set
+    sys.setprofile(previous)
+    try:
+        with calls_watched([_helper], modules=["json"]) as called:
+            _helper([1, 2])
+            _helper([3])
+            json.dumps({"a": 1})
+        assert sys.getprofile() is previous, "the profiler that was set is put back"
+    finally:
+        sys.setprofile(None)
+    assert called == [f"{_helper.__module__}._helper", "json.dumps"], called
+    assert "call" in events, "the profiler set before kept receiving calls"
+
+
+def test_watched_counts_the_spark_jobs_and_the_helpers_of_every_call(spark):
+    counted = Watched(lambda n: spark.range(n).count(), helpers=[_helper])
+    assert counted(5) == 5 and counted(3) == 3
+    assert counted.jobs >= 2 and counted.helpers_called == []
+    helped = Watched(lambda values: _helper(values) * 2, helpers=[_helper])
+    assert helped([1, 2]) == 6 and helped.jobs == 0 and helped.helpers_called == [f"{_helper.__module__}._helper"]
+    before = spark_jobs_started()
+    spark.range(4).collect()
+    assert spark_jobs_started() > before
