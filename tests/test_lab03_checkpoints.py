@@ -27,10 +27,13 @@ from deltalab.labs.lab03_checkpoints import check_checkpoint_active_files, check
 from deltalab.locations import hadoop_path
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 #: Seeds of the solution runs: together, a partitioned and an unpartitioned log-segment table, with
 #: and without deletion vectors (asserted below from the tables themselves).
 SOLUTION_SEEDS = (2, 3, 21)
+#: The kind of table each seed's log-segment check generates: together both kinds.
+LOG_SEGMENT_TABLE_AT = {2: "not partitioned", 3: "partitioned", 21: "partitioned"}
 #: The seed of the wrong answers' tables.
 WRONG_SEED = 21
 
@@ -150,16 +153,19 @@ class TestLab03Checks:
 
     # -- right answers ------------------------------------------------------------------------
 
-    def test_the_solutions_pass_at_fixed_seeds(self, spark, seed, capsys):
-        kinds = set()
-        for value in SOLUTION_SEEDS:
-            seed(value)
-            check_log_segment(right_segment)
-            check_checkpoint_active_files(right_files)
-            out = capsys.readouterr().out
-            assert out.startswith("✓ log_segment: ") and "\n✓ checkpoint_active_files: " in out, out
-            kinds.add(re.search(r"a generated table \((partitioned|not partitioned)", out)[1])
-        assert kinds == {"partitioned", "not partitioned"}, "the seeds cover both kinds of log-segment table"
+    @pytest.mark.parametrize("value", solution_seeds(SOLUTION_SEEDS))
+    def test_the_solutions_pass_at_fixed_seeds(self, spark, seed, capsys, value):
+        seed(value)
+        check_log_segment(right_segment)
+        check_checkpoint_active_files(right_files)
+        out = capsys.readouterr().out
+        assert out.startswith("✓ log_segment: ") and "\n✓ checkpoint_active_files: " in out, out
+        kind = re.search(r"a generated table \((partitioned|not partitioned)", out)[1]
+        assert kind == LOG_SEGMENT_TABLE_AT[value], f"seed {value} now generates a {kind} table: update the seeds"
+
+    def test_the_seeds_cover_both_kinds_of_log_segment_table(self):
+        assert sorted(LOG_SEGMENT_TABLE_AT) == sorted(SOLUTION_SEEDS)
+        assert set(LOG_SEGMENT_TABLE_AT.values()) == {"partitioned", "not partitioned"}
 
     # -- the stub, the shape ------------------------------------------------------------------
 

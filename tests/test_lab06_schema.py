@@ -20,9 +20,17 @@ from deltalab.labs import lab06_schema as lab
 from deltalab.labs.lab06_schema import check_add_column, check_change_type, check_rename_column
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
+from lab_testing import solution_seeds
 
 #: Seeds of the solution runs; what they cover is asserted from the checks' own reports below.
 SOLUTION_SEEDS = (1, 3, 5)
+#: What each seed's checks report on (read from their ✓ lines): together every case below.
+EDGE_CASES = {
+    "partitioned by city": "a table partitioned by values that need escaping",
+    "the partition column": "a type change of the partition column",
+    "a partition column": "a rename of the partition column",
+}
+REPORTED_AT = {1: {"partitioned by city", "a partition column"}, 3: {"partitioned by city"}, 5: {"the partition column"}}
 #: The seed of the wrong answers' generated tables.
 WRONG_SEED = 3
 
@@ -89,20 +97,22 @@ def clean_session(spark):
         spark.conf.unset(key)
 
 
-def test_lab06_the_solutions_pass_at_fixed_seeds(spark, capsys, monkeypatch):
-    reports = []
-    for seed in SOLUTION_SEEDS:
-        monkeypatch.setenv("DELTALAB_CHECK_SEED", str(seed))
-        check_add_column(add_column)
-        check_change_type(change_type)
-        check_rename_column(rename_column)
-        out = capsys.readouterr().out.splitlines()
-        assert [line.split(":")[0] for line in out] == ["✓ add_column", "✓ change_type", "✓ rename_column"], out
-        reports.append("\n".join(out))
-    text = "\n".join(reports)
-    assert "partitioned by city" in text, "a table partitioned by values that need escaping"
-    assert "the partition column" in text, "a type change of the partition column"
-    assert "a partition column" in text, "a rename of the partition column"
+@pytest.mark.parametrize("seed", solution_seeds(SOLUTION_SEEDS))
+def test_lab06_the_solutions_pass_at_fixed_seeds(spark, capsys, seeded, seed):
+    seeded(seed)
+    check_add_column(add_column)
+    check_change_type(change_type)
+    check_rename_column(rename_column)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["✓ add_column", "✓ change_type", "✓ rename_column"], out
+    reported = {case for case in EDGE_CASES if case in "\n".join(out)}
+    assert reported == REPORTED_AT[seed], f"seed {seed} now reports on {reported}: update the seeds"
+
+
+def test_lab06_the_seeds_cover_every_edge_case():
+    assert sorted(REPORTED_AT) == sorted(SOLUTION_SEEDS)
+    missing = set(EDGE_CASES) - set().union(*REPORTED_AT.values())
+    assert not missing, [EDGE_CASES[case] for case in missing]
 
 
 def test_lab06_the_stubs_are_not_written_yet(spark):
