@@ -10,8 +10,10 @@ clean, and each problem is there on purpose, for the pipeline of notebook 10 to 
   customer updated twice in the same batch (the later change must win), an update with no
   ``customer_id`` and a new customer whose email has no ``@`` (both malformed);
 * batch 2: a *late* update (its ``updated_at`` is older than a change batch 1 already applied:
-  it must not win), a line of batch 1 sent again, an operation the pipeline does not know, and
-  more of everything else.
+  it must not win), a line of batch 1 sent again, an operation the pipeline does not know, more
+  of everything else, and the two late changes a delete makes hard: a late update of the customer
+  batch 1 deleted (older than the delete: the customer must stay deleted) and a late delete of a
+  customer batch 1 updated (older than the update: the customer must stay).
 
 Names are drawn from a seeded generator; the same seed always gives the same files byte for byte
 (a test checks that the committed files are what this script writes).
@@ -83,6 +85,11 @@ class _Customers:
         return json.dumps({"op": op, **row, "updated_at": _when(minutes)})
 
 
+def _another_country(row: dict[str, object]) -> str:
+    """The first country that is not the row's (no draw from the generator: the other lines stay as they were)."""
+    return next(c for c in COUNTRIES if c != row["country"])
+
+
 def customer_changes(seed: int = DEFAULT_SEED) -> list[list[str]]:
     """The three batches of change records, as JSON lines (a few of them malformed on purpose)."""
     source = _Customers(random.Random(seed))
@@ -92,6 +99,7 @@ def customer_changes(seed: int = DEFAULT_SEED) -> list[list[str]]:
     source.rows.pop(FIRST_CUSTOMERS + 1)
 
     before_batch1 = source.clock
+    deleted_in_batch1 = dict(source.rows[5])
     batch1 = [source.update(2, move=True), source.update(3), source.update(4, move=True), source.delete(5),
               source.insert(14), source.insert(15), source.update(6), source.update(6, move=True),
               source.insert(16, email="no-at-sign.example.com"), source.update(7)]
@@ -100,7 +108,11 @@ def customer_changes(seed: int = DEFAULT_SEED) -> list[list[str]]:
     batch2 = [source.update(3, at=before_batch1 + 1),            # late: older than batch 1's update of 3
               batch1[0],                                         # batch 1's first line again
               source.update(8, move=True), source.delete(9), source.insert(17), source.update(14, move=True),
-              json.dumps({**json.loads(source.update(10)), "op": "upsert"})]   # an operation nobody knows
+              json.dumps({**json.loads(source.update(10)), "op": "upsert"}),   # an operation nobody knows
+              _Customers._line("update", {**deleted_in_batch1, "country": _another_country(deleted_in_batch1)},
+                               before_batch1 + 2),                # late update of 5: older than its delete
+              _Customers._line("delete", {"customer_id": 7, "name": None, "email": None, "country": None},
+                               before_batch1 + 3)]                # late delete of 7: older than its update
     return [batch0, batch1, batch2]
 
 

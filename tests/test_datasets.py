@@ -62,8 +62,14 @@ def test_customer_changes_hold_the_problems_notebook_10_handles():
     import json
 
     batches = [(REPO / "data" / f"customer_changes_{n}.jsonl").read_text().splitlines() for n in range(3)]
-    assert [len(lines) for lines in batches] == [14, 11, 7]
+    assert [len(lines) for lines in batches] == [14, 11, 9]
     assert len(set(batches[0])) == len(batches[0]) - 1, "batch 0 sends one line twice"
     assert batches[1][0] in batches[2], "batch 2 sends a line of batch 1 again"
     late, applied = json.loads(batches[2][0]), [json.loads(line) for line in batches[1] if json.loads(line)["customer_id"] == 3]
     assert late["customer_id"] == 3 and all(late["updated_at"] < change["updated_at"] for change in applied), "a late update"
+    deleted = next(c for c in map(json.loads, batches[1]) if c["op"] == "delete")
+    assert any(c["customer_id"] == deleted["customer_id"] and c["op"] == "update" and c["updated_at"] < deleted["updated_at"]
+               for c in map(json.loads, batches[2])), "a late update of a customer batch 1 deleted, older than the delete"
+    assert any(c["op"] == "delete" and any(u["customer_id"] == c["customer_id"] and u["op"] == "update"
+                                           and u["updated_at"] > c["updated_at"] for u in map(json.loads, batches[1]))
+               for c in map(json.loads, batches[2])), "a late delete of a customer batch 1 updated, older than the update"
