@@ -187,3 +187,16 @@ def test_race_at_requests_says_when_a_writer_never_sends_the_request(store: Obje
     runner = in_this_kernel(None)
     with pytest.raises(DeltaLabError, match="finished without sending a request"):
         race_at_requests(store, {"idle": lambda: runner.submit("os.getcwd", with_spark=False)}, "PUT", r"never$")
+
+
+def test_latency_applies_inside_its_block_only_and_is_logged(store: ObjectStore):
+    s3 = store.client("s3")
+    store.create_bucket("latency")
+    mark = store.mark()
+    with store.latency(0.05):
+        s3.put_object(Bucket="latency", Key="a", Body=b"a")
+    s3.put_object(Bucket="latency", Key="b", Body=b"b")
+    assert [(r.key, r.latency) for r in store.requests(mark) if r.method == "PUT"] == [("/latency/a", 0.05), ("/latency/b", 0.0)]
+    with pytest.raises(DeltaLabError, match="out of range"):
+        with store.latency(-1):
+            pass

@@ -12,7 +12,10 @@ point S3A at it, boto3 clients, and two tools of the lessons:
 * **held requests**: :meth:`ObjectStore.hold_requests` makes the server stop requests that match
   (say, the ``PUT`` of ``_delta_log/00000000000000000001.json``) before it handles them, until the
   kernel releases them one by one. Two writers in two processes can so be brought to exactly
-  the interleaving a lesson needs, with no timing luck.
+  the interleaving a lesson needs, with no timing luck;
+* **latency**: :meth:`ObjectStore.latency` makes every request wait a given time before the server
+  handles it, as if the store were a round trip away (a cloud region is 10-100 ms from its
+  clients), so that what latency does to commits can be measured on this machine.
 
 No traffic leaves the machine: the server listens on 127.0.0.1 only and needs no network. It
 runs under a guardian (:mod:`deltalab.processes`), so it ends with the kernel that started it.
@@ -32,9 +35,10 @@ import re
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import unquote
 
 from deltalab.drivers import DriverCallError, PendingCall
@@ -54,7 +58,9 @@ REGION = "us-east-1"
 START_TIMEOUT_SECONDS = 120.0
 
 SERVER_MAIN = "import sys; from deltalab.objectstore import serve; sys.exit(serve(sys.argv[1]))"
-_READY, _LOG, _REQUESTS, _HOLDS = "ready.json", "server.log", "requests.jsonl", "holds"
+_READY, _LOG, _REQUESTS, _HOLDS, _LATENCY = "ready.json", "server.log", "requests.jsonl", "holds", "latency.json"
+#: The longest latency :meth:`ObjectStore.latency` accepts, in seconds.
+MAX_LATENCY_SECONDS = 2.0
 #: The error code a cancelled (or never released) held request is answered with.
 HOLD_CANCELLED = "DeltaLabHoldCancelled"
 
@@ -106,6 +112,14 @@ class _Holds:
         return None
 
 
+def _latency_seconds(path: Path) -> float:
+    """The latency every request waits before it is handled: ``latency.json``'s, or 0 without it."""
+    try:
+        return float(json.loads(path.read_text())["seconds"])
+    except FileNotFoundError:
+        return 0.0
+
+
 def _refusal(start_response, operation: str | None, message: str) -> list[bytes]:
     """A 400 answer in the service's own error format (DynamoDB: JSON, S3: XML)."""
     if operation:
@@ -143,8 +157,9 @@ def _application(directory: Path):
         query = unquote(environ.get("QUERY_STRING", ""))
         operation = (environ.get("HTTP_X_AMZ_TARGET") or "").split(".")[-1] or None  # DynamoDB's
         held = holds.hold_for(method, key, operation)
+        latency = _latency_seconds(directory / _LATENCY)
         entry = {"method": method, "key": key, "query": query, "if_none_match": environ.get("HTTP_IF_NONE_MATCH"),
-                 "operation": operation, "held": held and Path(held).name, "listed": None}
+                 "operation": operation, "held": held and Path(held).name, "listed": None, "latency": latency}
         if held is not None:
             try:
                 hold_gate(held)()
@@ -152,6 +167,8 @@ def _application(directory: Path):
                 # A cancelled hold answers with an error clients do not retry (4xx), so nothing behind it commits.
                 log({**entry, "status": 400, "error": HOLD_CANCELLED})
                 return _refusal(start_response, operation, f"{HOLD_CANCELLED}: {cancelled}")
+        if latency:
+            time.sleep(latency)                     # the round trip of a store farther away
         answer: dict[str, str] = {}
 
         def recording_start_response(status, headers, exc_info=None):
@@ -203,6 +220,7 @@ class Request:
     held: str | None
     listed: int | None  # keys a LIST answer returned
     error: str | None  # the error code of a refused request (PreconditionFailed, ConditionalCheckFailedException)
+    latency: float = 0.0  # the seconds it waited before it was handled (ObjectStore.latency)
 
     @property
     def is_list(self) -> bool:
@@ -306,6 +324,25 @@ class ObjectStore:
                                                         "operation": operation}))
         rule.with_suffix(".tmp").replace(rule)
         return holds
+
+    @contextmanager
+    def latency(self, seconds: float) -> Iterator[None]:
+        """Make every request wait ``seconds`` before the server handles it, for the ``with`` block.
+
+        The store then answers like one a round trip away (a cloud region is 10-100 ms from its
+        clients), and a lesson can measure what that latency does, say, to commits per second. Each
+        request's wait is in the request log (:attr:`Request.latency`).
+        """
+        if not 0 <= seconds <= MAX_LATENCY_SECONDS:
+            raise DeltaLabError(f"A latency of {seconds!r} seconds is out of range.",
+                                fix=f"Pass seconds between 0 and {MAX_LATENCY_SECONDS} (20 ms is 0.02).")
+        path = self.directory / _LATENCY
+        path.with_suffix(".tmp").write_text(json.dumps({"seconds": seconds}))
+        path.with_suffix(".tmp").replace(path)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
 
     def stop(self) -> int:
         """Stop the server (and anything it held); return its exit status."""

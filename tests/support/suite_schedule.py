@@ -30,7 +30,7 @@ SECONDS_PER_SCOPE = {
     "notebooks/08_zorder_benchmark.ipynb": 65,
     "notebooks/10_medallion_pipeline.ipynb": 78,
     "notebooks/09_streaming.ipynb": 62,
-    "notebooks/11_object_stores.ipynb": 60,
+    "notebooks/11_object_stores.ipynb": 70,
     "notebooks/02_the_transaction_log.ipynb": 53,
     "notebooks/03_checkpoints.ipynb": 50,
     "tests/test_lab08_zorder.py": 48,
