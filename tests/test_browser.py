@@ -28,7 +28,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,6 +40,7 @@ import pytest
 
 from course_testing import require
 from deltalab.jupyterlab import JUPYTER_CONFIG_ENV, OPENS, WORKING_DIRS, lab_launch
+from deltalab.processes import free_loopback_port
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -79,12 +79,6 @@ class BrowserTab:
 
     tab: object
     requests: list[str] = field(default_factory=list)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _artifacts() -> Path:
@@ -158,7 +152,7 @@ def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     root = tmp / "course"
     _course_copy(root)
     _user_settings(tmp / "lab-settings")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_loopback_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_TOKEN=token,  # as `make lab JUPYTER_TOKEN=...` hands it on
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"),
                JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from course_testing import require
 from deltalab import jupyterlab
 from deltalab.errors import DeltaLabError
 from deltalab.jupyterlab import LabLaunch, course_root, jupyter_config_dir, lab_launch
+from deltalab.processes import free_loopback_port
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_JUPYTER = REPO / "src" / "deltalab" / "jupyter"
@@ -189,12 +189,6 @@ def test_the_command_becomes_jupyterlab(course, monkeypatch, as_user):
 
 # --- make lab ---------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _status(url: str, headers: dict[str, str] | None = None) -> int:
     request = urllib.request.Request(url, headers=headers or {})
     try:
@@ -206,7 +200,7 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
 
 def test_make_lab_requires_the_token(tmp_path):
     require(shutil.which("make") is not None, "make is not installed")
-    port, token = _free_port(), "course-test-token"
+    port, token = free_loopback_port(), "course-test-token"
     env = dict(os.environ, PORT=str(port), JUPYTER_TOKEN=token, DELTALAB_NO_BROWSER="1",
                JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"))
     server = subprocess.Popen(["make", "-s", "lab"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.request
 from dataclasses import dataclass
@@ -27,18 +26,12 @@ from typing import Any
 
 from deltalab.errors import DeltaLabError
 from deltalab.java import find_java
-from deltalab.processes import end_process, start_owned, wait_until
+from deltalab.processes import end_process, free_loopback_port, start_owned, wait_until
 
 __all__ = ["Cluster", "start_cluster"]
 
 #: How long the master and the worker may take to start (a loaded two-core machine is slow).
 START_TIMEOUT_SECONDS = 180.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _spark_class() -> Path:
@@ -144,7 +137,7 @@ def start_cluster(directory: str | os.PathLike[str], cores: int = 4, memory: str
         shutil.rmtree(directory)
     work_dir = directory / "worker-work"
     work_dir.mkdir(parents=True)
-    master_port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_port, master_ui, worker_ui = free_loopback_port(), free_loopback_port(), free_loopback_port()
     env = {key: value for key, value in os.environ.items() if key != "SPARK_MASTER"}
     env.update(SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=str(java.home), SPARK_LOG_DIR=str(directory / "logs"),
                SPARK_WORKER_DIR=str(work_dir), SPARK_MASTER_OPTS=f"-Dspark.deploy.defaultCores={cores_per_application}")

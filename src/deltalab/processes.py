@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ __all__ = [
     "describe_process",
     "end_owned",
     "end_process",
+    "free_loopback_port",
     "guard",
     "is_running",
     "live_group_members",
@@ -247,6 +249,14 @@ def end_owned(only_interruptible: bool = False) -> list[int]:
         end_process(process)
         ended.append(process.pid)
     return ended
+
+
+def free_loopback_port() -> int:
+    """A TCP port of 127.0.0.1 that is free now (the system picks it), for a server the course starts
+    on loopback. Another process could take it before the server binds it: start the server soon."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
