@@ -2,10 +2,13 @@
 
 S3 delivers a bucket's access log as many small text objects, one request a line, fields
 separated by spaces, the time in brackets and the request, referrer and user agent in quotes
-(the format of AWS's "Amazon S3 server access log format" page). The 2020 article on the Delta
-transaction log describes a pipeline that parses such objects into a date-partitioned Delta
-table. This script makes lines of that format from a seeded random generator: made-up buckets,
-keys, addresses (documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and ids (host ids
+(the format of AWS's "Amazon S3 server access log format" page). Zalando's 2019 article
+*Scalable near real-time S3 access logging analytics with Apache Spark and Delta Lake* parses such
+objects into a Delta table partitioned by date and bucket, to learn which datasets are read the
+most and how much of the reading is of new data rather than past data. This script makes lines
+of that format from a seeded random generator: made-up buckets, each holding two datasets whose
+keys start with the dataset and the day the object was written (a PUT writes that day's data; a
+GET, HEAD or DELETE may touch data written up to 60 days before), addresses (documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) and ids (host ids
 base64, as S3 writes them),
 sorted by time over three days. The same seed always gives the same file byte for byte (a test
 checks that the committed file is what this script writes).
@@ -28,7 +31,12 @@ OUTPUT = Path(__file__).resolve().parent / "s3_access_logs.log"
 FIRST_DAY = datetime(2020, 3, 2, tzinfo=timezone.utc)
 DAYS = 3
 
-BUCKETS = ("ads-creatives", "brand-safety-reports", "clickstream-raw")
+# each bucket and the datasets it holds (the first part of a key)
+DATASETS = {"ads-creatives": ("images", "videos"), "brand-safety-reports": ("daily", "weekly"),
+            "clickstream-raw": ("web", "app")}
+BUCKETS = tuple(DATASETS)
+SAME_DAY_SHARE = 0.6      # of the requests to existing objects, the share that touches data written that day
+OLDEST_DAYS = 60          # the others touch data written 1 to OLDEST_DAYS days before
 NETWORKS = ("192.0.2", "198.51.100", "203.0.113")
 USER_AGENTS = ("aws-cli/2.0.4 Python/3.7.4 Linux/4.14.158", "aws-sdk-java/1.11.700 Linux/4.14.165",
                "Boto3/1.12.16 Python/3.7.6 Linux/4.19.76", "S3Console/0.4")
@@ -60,8 +68,11 @@ def access_log_line(rng: random.Random, when: datetime, owner: str) -> str:
     """One request in S3's server access log format (26 fields)."""
     bucket = rng.choice(BUCKETS)
     operation, method, target, _ = rng.choices(OPERATIONS, weights=[o[3] for o in OPERATIONS])[0]
-    key = f"{when:%Y/%m/%d}/part-{rng.randrange(1000):04d}.json" if target == "object" else "-"
-    uri = f"/{bucket}/{key}" if target == "object" else f"/{bucket}?list-type=2&prefix={when:%Y/%m/}"
+    dataset = rng.choice(DATASETS[bucket])
+    age = 0 if method == "PUT" or rng.random() < SAME_DAY_SHARE else rng.randint(1, OLDEST_DAYS)
+    written = when - timedelta(days=age)
+    key = f"{dataset}/{written:%Y/%m/%d}/part-{rng.randrange(1000):04d}.json" if target == "object" else "-"
+    uri = f"/{bucket}/{key}" if target == "object" else f"/{bucket}?list-type=2&prefix={dataset}/{when:%Y/%m/}"
     status, error = _status(rng, method)
     size = rng.randrange(200, 2_000_000)
     if method == "GET" and status == "200":

@@ -47,6 +47,22 @@ def test_s3_access_log_lines_have_the_formats_fields_in_order_of_time():
     assert times == sorted(times) and len({t.date() for t in times}) == 3
 
 
+def test_s3_access_log_keys_name_a_dataset_and_the_day_their_object_was_written():
+    """Notebook 09b asks which datasets are read and how old the data read is: keys start with dataset/yyyy/mm/dd,
+    a PUT writes the request's day, and the reads touch both that day's data and older data."""
+    from datetime import datetime
+
+    ages = {"REST.PUT.OBJECT": set(), "REST.GET.OBJECT": set()}
+    for line in (REPO / "data" / "s3_access_logs.log").read_text().splitlines():
+        fields = line.split(" ")
+        if fields[7] in ages:
+            dataset, year, month, day, _ = fields[8].split("/")
+            assert dataset in {"images", "videos", "daily", "weekly", "web", "app"}
+            requested = datetime.strptime(fields[2][1:12], "%d/%b/%Y").date()
+            ages[fields[7]].add((requested - datetime(int(year), int(month), int(day)).date()).days)
+    assert ages["REST.PUT.OBJECT"] == {0} and 0 in ages["REST.GET.OBJECT"] and max(ages["REST.GET.OBJECT"]) > 1
+
+
 def test_customer_changes_are_what_their_script_writes(tmp_path):
     """The three committed batches are exactly the script's output for its default seed (data/README.md)."""
     subprocess.run([sys.executable, str(REPO / "data" / "make_customer_changes.py"), "--output", str(tmp_path)], check=True,

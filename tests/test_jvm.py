@@ -16,6 +16,19 @@ def test_log_store_classes(spark) -> None:
     assert jvm.log_store_class_for(spark, "s3a") == "io.delta.storage.S3SingleDriverLogStore"
 
 
+def test_delta_setting_reads_the_session_value_else_deltas_default(spark) -> None:
+    from deltalab.errors import DeltaLabError
+    from deltalab.session import temporary_conf
+
+    assert jvm.delta_setting(spark, "autoCompact.maxFileSize") == str(128 * 1024 * 1024)
+    assert jvm.delta_setting(spark, "autoCompact.minFileSize") is None, "no default: half of maxFileSize in AutoCompact"
+    with temporary_conf(spark, {"spark.databricks.delta.autoCompact.minNumFiles": "7"}):
+        assert jvm.delta_setting(spark, "autoCompact.minNumFiles") == "7"
+    assert jvm.delta_setting(spark, "autoCompact.minNumFiles") == "50"
+    with pytest.raises(DeltaLabError, match="no session setting called 'spark.databricks.delta.no.such'"):
+        jvm.delta_setting(spark, "no.such")
+
+
 def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
     path = tmp_path / "t"
     cc.make_pair_table(spark, path)

@@ -12,11 +12,12 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
   requests show in the server's request log);
 * :class:`JvmTransaction` is Delta's ``OptimisticTransaction``, started and committed by hand,
   for the one conflict no SQL operation reaches;
-* :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme.
+* :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme;
+* :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default.
 
 None of these is public API of Delta: they are what its own commands call, read from Delta
 4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
-``DelegatingLogStore.scala``).
+``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from deltalab.errors import DeltaLabError
 from deltalab.locations import file_name, local_path
 from deltalab.log import latest_version
 from deltalab.session import running_spark
@@ -36,6 +38,7 @@ __all__ = [
     "delta_app_versions",
     "delta_log",
     "delta_log_segment",
+    "delta_setting",
     "load_snapshot",
     "log_store_class_for",
 ]
@@ -137,6 +140,25 @@ def log_store_class_for(spark: Any, scheme: str) -> str:
     module = getattr(getattr(_delta(spark).storage, "DelegatingLogStore$"), "MODULE$")
     chosen = module.getDefaultLogStoreClassName(scheme)
     return str(chosen.get()) if chosen.isDefined() else str(module.defaultHDFSLogStoreClassName())
+
+
+def delta_setting(spark: Any, name: str) -> str | None:
+    """The session setting ``spark.databricks.delta.<name>``: its value in this session, else Delta's
+    default, else None (a setting without a default, such as ``autoCompact.minFileSize``).
+
+    Delta registers its settings with Spark when its ``DeltaSQLConf`` object is first used, so
+    until a Delta command has run, ``spark.conf.get`` does not know them. This uses the object
+    first, so the answer does not depend on what ran before."""
+    key = f"spark.databricks.delta.{name}"
+    getattr(getattr(_delta(spark).sources, "DeltaSQLConf$"), "MODULE$").DELTA_COLLECT_STATS()   # registers its settings
+    entry = getattr(getattr(spark._jvm.org.apache.spark.sql.internal, "SQLConf$"), "MODULE$").getConfigEntry(key)
+    if entry is None:
+        raise DeltaLabError(f"Delta has no session setting called {key!r}.",
+                            fix="Check the name against Delta's DeltaSQLConf.scala, without the prefix spark.databricks.delta.")
+    value = spark.conf.get(key, None)
+    if value is None and str(entry.defaultValueString()) != "<undefined>":
+        value = str(entry.defaultValueString())
+    return value
 
 
 def _scala_list(spark: Any, items: Iterable[Any]) -> Any:
