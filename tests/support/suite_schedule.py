@@ -35,11 +35,11 @@ SECONDS_PER_SCOPE = {
     "notebooks/03_checkpoints.ipynb": 50,
     "tests/test_lab08_zorder.py": 48,
     "notebooks/06_schema_enforcement_and_evolution.ipynb": 48,
-    "notebooks/09b_streaming_case_studies.ipynb": 44,
+    "notebooks/09b_streaming_case_studies.ipynb": 60,
     "tests/test_browser.py": 43,
     "notebooks/07_data_skipping.ipynb": 40,
     "notebooks/04_time_travel_and_vacuum.ipynb": 38,
-    "notebooks/12_other_engines.ipynb": 36,
+    "notebooks/12_other_engines.ipynb": 50,
     "tests/test_robustness.py": 35,
     "tests/test_lab02_log.py": 33,
 }
