@@ -13,7 +13,7 @@ from deltalab.errors import DeltaLabError, SparkFailure, failure_of
 from deltalab.files import data_files, directory_files, orphan_data_files, read_table, show_tree, spark_files
 from deltalab.locations import dataset_path
 from deltalab.log import checkpoint_versions, commit_info, commit_versions, latest_version, read_log, replay_log
-from deltalab.params import check_parameters
+from deltalab.params import check_parameters, parameter_rule
 from deltalab.jvm import clear_delta_cache
 from deltalab.session import get_spark, show_versions, temporary_conf
 from deltalab.skipping import file_stats, scan_metrics, skipping_effectiveness
@@ -35,6 +35,7 @@ __all__ = [
     "get_spark",
     "latest_version",
     "orphan_data_files",
+    "parameter_rule",
     "read_log",
     "read_table",
     "replay_log",

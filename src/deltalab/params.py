@@ -23,17 +23,36 @@ def injected_parameter_names(history: list[str]) -> set[str]:
     return set()
 
 
-def _describe(expected: Mapping[str, type]) -> str:
-    return ", ".join(f"{name} ({kind.__name__})" for name, kind in expected.items())
+#: One parameter's declaration: its type, or (type, lowest, highest) with either bound None for none.
+ParameterSpec = type | tuple[type, float | None, float | None]
 
 
-def check_parameters(namespace: Mapping[str, Any], **expected: type) -> None:
-    """Check a notebook's parameters: no unknown names, each of the declared type.
+def _kind(spec: ParameterSpec) -> type:
+    return spec[0] if isinstance(spec, tuple) else spec
+
+
+def _describe(expected: Mapping[str, ParameterSpec]) -> str:
+    return ", ".join(f"{name} ({_kind(spec).__name__}{_bounds_text(spec)})" for name, spec in expected.items())
+
+
+def _bounds_text(spec: ParameterSpec) -> str:
+    if not isinstance(spec, tuple):
+        return ""
+    _, low, high = spec
+    if low is not None and high is not None:
+        return f", {low} to {high}"
+    return f", at least {low}" if low is not None else f", at most {high}"
+
+
+def check_parameters(namespace: Mapping[str, Any], **expected: ParameterSpec) -> None:
+    """Check a notebook's parameters: no unknown names, each of its type and in its range.
 
     Call it in the cell right after the cell tagged ``parameters``, with the notebook's
-    ``globals()`` and one keyword per parameter, e.g. ``check_parameters(globals(), rows=int)``.
-    papermill only warns about a misspelt ``-p`` option and runs the notebook with the default;
-    this stops the run with a message instead. Integer parameters (sizes, seeds) must be >= 0.
+    ``globals()`` and one keyword per parameter: its type, or ``(type, lowest, highest)`` for a
+    range the notebook's lesson and asserts hold in (either bound None: none), e.g.
+    ``check_parameters(globals(), num_files=(int, 2, None), seed=int)``. papermill only warns about
+    a misspelt ``-p`` option and runs the notebook with the default; this stops the run with a
+    message instead. Integer parameters (sizes, seeds) must be >= 0 in any case.
     """
     unknown = injected_parameter_names(list(namespace.get("In", []))) - expected.keys()
     if unknown:
@@ -41,7 +60,8 @@ def check_parameters(namespace: Mapping[str, Any], **expected: type) -> None:
             f"Unknown notebook parameter {', '.join(sorted(unknown))}: this notebook takes {_describe(expected)}.",
             fix="Check the spelling of the -p options you passed to papermill.",
         )
-    for name, kind in expected.items():
+    for name, spec in expected.items():
+        kind = _kind(spec)
         if name not in namespace:
             raise DeltaLabError(
                 f"The parameter {name} is not defined.",
@@ -56,3 +76,21 @@ def check_parameters(namespace: Mapping[str, Any], **expected: type) -> None:
             )
         if kind is int and value < 0:
             raise DeltaLabError(f"The parameter {name} must be 0 or more, but it is {value}.", fix=f"Pass a non-negative {name}.")
+        if isinstance(spec, tuple):
+            _, low, high = spec
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise DeltaLabError(
+                    f"The parameter {name} is {value}, outside this notebook's range for it ({_bounds_text(spec)[2:]}).",
+                    fix=f"Pass a {name} {_bounds_text(spec)[2:]}; the comment beside it in the parameters cell says "
+                        "what it sets.",
+                )
+
+
+def parameter_rule(holds: bool, rule: str) -> None:
+    """Stop a run whose parameters break a rule between them (``rows >= files``), with that rule.
+
+    Call it right after :func:`check_parameters`, once per rule, e.g.
+    ``parameter_rule(rows >= files, "rows >= files: every file gets rows")``."""
+    if not holds:
+        raise DeltaLabError(f"The parameters break a rule of this notebook: {rule}.",
+                            fix="Change the -p values so that the rule holds; the parameters cell says what each one sets.")
