@@ -13,11 +13,12 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
 * :class:`JvmTransaction` is Delta's ``OptimisticTransaction``, started and committed by hand,
   for the one conflict no SQL operation reaches;
 * :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme;
-* :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default.
+* :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default;
+* :func:`version_at_time` is the version time travel resolves a time to (``DeltaHistoryManager``).
 
 None of these is public API of Delta: they are what its own commands call, read from Delta
 4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
-``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``).
+``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``, ``DeltaHistoryManager.scala``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "delta_setting",
     "load_snapshot",
     "log_store_class_for",
+    "version_at_time",
 ]
 
 
@@ -159,6 +161,31 @@ def delta_setting(spark: Any, name: str) -> str | None:
     if value is None and str(entry.defaultValueString()) != "<undefined>":
         value = str(entry.defaultValueString())
     return value
+
+
+#: Delta's refusals of a time outside a table's history, by error condition.
+TIME_OUTSIDE_HISTORY = ("DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION", "DELTA_TIMESTAMP_GREATER_THAN_COMMIT")
+
+
+def version_at_time(spark: Any, table_path: str | os.PathLike[str], timestamp_ms: int) -> int | None:
+    """The version ``TIMESTAMP AS OF`` resolves ``timestamp_ms`` to, or None where Delta refuses the time.
+
+    This is the call Delta's own time travel makes (``DeltaTableUtils.resolveTimeTravelVersion``:
+    ``DeltaHistoryManager.getActiveCommitAtTime(t, None, canReturnLastCommit = false,
+    mustBeRecreatable = true, canReturnEarliestCommit = false)``), without reading the data."""
+    from deltalab.errors import spark_failure
+
+    clear_delta_cache(spark)
+    jvm = spark._jvm
+    history = delta_log(spark, table_path).history()
+    no_catalog_table = getattr(getattr(jvm.scala, "None$"), "MODULE$")
+    try:
+        commit = history.getActiveCommitAtTime(jvm.java.sql.Timestamp(int(timestamp_ms)), no_catalog_table, False, True, False)
+    except Exception as error:  # noqa: BLE001 - Delta's refusal reaches Python as a py4j error
+        if spark_failure(error).condition in TIME_OUTSIDE_HISTORY:
+            return None
+        raise
+    return int(commit.version())
 
 
 def _scala_list(spark: Any, items: Iterable[Any]) -> Any:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ __all__ = [
     "checkpoint_versions",
     "commit_info",
     "commit_versions",
+    "deletion_vector_file",
     "dv_id",
     "latest_version",
     "list_log_files",
@@ -216,6 +218,30 @@ def short_file_name(path: str | None) -> str | None:
     m = re.match(r"^(part-\d{5})", name)
     short = m.group(1) if m else ("deletion_vector" if name.startswith("deletion_vector") else name)
     return f"{head}/{short}" if head else short
+
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def deletion_vector_file(dv: dict[str, Any] | None) -> str | None:
+    """The path, relative to the table folder, of the file holding a deletion vector, or None for
+    no deletion vector or one stored inline (``storageType`` ``i``) or by absolute path (``p``).
+
+    For ``storageType`` ``u`` the protocol's ``pathOrInlineDv`` is a random prefix (a folder,
+    possibly empty) followed by the file's UUID in 20 Z85 characters; the file is
+    ``<prefix>/deletion_vector_<uuid>.bin`` (PROTOCOL.md, "Deletion Vector Descriptor Schema")."""
+    if not dv or dv.get("storageType") != "u":
+        return None
+    encoded = str(dv["pathOrInlineDv"])
+    raw = bytearray()
+    for start in range(len(encoded) - 20, len(encoded), 5):
+        value = 0
+        for char in encoded[start:start + 5]:
+            value = value * 85 + _Z85.index(char)
+        raw += value.to_bytes(4, "big")
+    name = f"deletion_vector_{uuid.UUID(bytes=bytes(raw))}.bin"
+    prefix = encoded[:-20]
+    return f"{prefix}/{name}" if prefix else name
 
 
 def dv_id(dv: dict[str, Any] | None) -> str | None:

@@ -27,6 +27,7 @@ SECONDS_PER_SCOPE = {
     "notebooks/05_optimistic_concurrency.ipynb": 74,
     "tests/test_lab03_checkpoints.py": 72,
     "tests/test_lab10_pipeline.py": 71,
+    "tests/test_lab04_time_travel.py": 90,
     "notebooks/08_zorder_benchmark.ipynb": 65,
     "notebooks/10_medallion_pipeline.ipynb": 78,
     "notebooks/09_streaming.ipynb": 62,
