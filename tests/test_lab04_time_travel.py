@@ -140,6 +140,14 @@ def test_lab04_retain_hours_taken_at_its_word_is_told_about_delta_4(spark, solut
     assert "ignores a RETAIN other than 0 HOURS" in message and "deletedFileRetentionDuration" in message, message
 
 
+def test_lab04_retain_0_hours_overrides_the_tables_retention(spark):
+    def always_the_tables_retention(path, hours):
+        return lab.reference_deletes(path, lab.table_retention_hours(path), honour_retain=True)
+
+    message = failure(check_vacuum_deletes, always_the_tables_retention)
+    assert "with RETAIN 0 HOURS" in message and "RETAIN 0 HOURS is the one RETAIN Delta 4.4 obeys" in message, message
+
+
 def test_lab04_files_no_commit_added_are_deleted_too(spark):
     def removed_files_only(path, hours):
         return {p for p in lab.reference_deletes(path, hours) if "orphan" not in p}

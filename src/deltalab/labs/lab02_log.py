@@ -36,8 +36,7 @@ from urllib.parse import unquote
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache
 from deltalab.labs.harness import (CheckFailed, append_events, build_once, call_student, calls_watched, check_seed,
-                                   clean_up_commits,
-                                   fresh_dir, lab_spark, passed, random_history, short_repr)
+                                   clean_up_commits, course_log_readers, fresh_dir, lab_spark, passed, random_history, short_repr)
 from deltalab.log import checkpoint_versions, replay_log
 
 __all__ = ["CheckFailed", "check_active_files", "check_table_version"]
@@ -202,23 +201,11 @@ def _cases(spark: Any, seed: int) -> Iterator[_Case]:
 # ---------------------------------------------------------------------------------- calling code
 
 
-def _course_readers() -> list[Callable[..., Any]]:
-    """The course's own log readers, which answer the exercises for you."""
-    import deltalab.files
-    import deltalab.jvm
-    import deltalab.log
-
-    return [deltalab.log.replay_log, deltalab.log.read_log, deltalab.log.latest_version,
-            deltalab.log.list_log_files, deltalab.log.commit_versions, deltalab.log.checkpoint_versions,
-            deltalab.log.commit_info, deltalab.files.spark_files, deltalab.files.read_table,
-            deltalab.jvm.delta_log, deltalab.jvm.load_snapshot]
-
-
 def _call(check: str, func: Callable[..., Any], name: str, table: str, *args: Any, what: str, hint: str,
           seed: int | None) -> Any:
     """Call the learner's function on ``table`` as :func:`call_student` does (the table read-only),
     and refuse an answer that used the course's own log readers."""
-    with calls_watched(_course_readers()) as used:
+    with calls_watched(course_log_readers()) as used:
         answer = call_student(check, func, name, table, *args, hint=hint, read_only=[table],
                               seed=seed, on=None if seed is None else what)
     if used:

@@ -20,9 +20,9 @@ earliest, 1 ms after the latest. Without in-commit timestamps a commit's time is
 modification time, raised to 1 ms after the commit before it where it is not later
 (``DeltaHistoryManager.monotonizeCommitTimestamps``, Delta 4.4.0).
 
-``check_vacuum_deletes`` runs the learner's ``vacuum_deletes(table_path, retain_hours)`` on a copy of
-the example table (``delta.deletedFileRetentionDuration = 'interval 2 days'``, asked with RETAIN 12
-HOURS) and on a generated one (partitioned by values the log must URL-encode, deletion vectors
+``check_vacuum_deletes`` runs the learner's ``vacuum_deletes(table_path, retain_hours)`` on two copies of
+the example table (``delta.deletedFileRetentionDuration = 'interval 2 days'``, one asked with RETAIN 12
+HOURS, one with RETAIN 0 HOURS, so an answer that ignores RETAIN altogether fails at every seed) and on a generated one (partitioned by values the log must URL-encode, deletion vectors
 drawn, the retention property and RETAIN drawn, RETAIN 0 among them) whose removed files, their
 ``remove`` actions' ``deletionTimestamp`` and files no commit added were aged by the check: some
 older than the retention, some younger, one between RETAIN and the retention, none within half an
@@ -48,7 +48,7 @@ from urllib.parse import unquote
 
 from deltalab.jvm import clear_delta_cache, version_at_time
 from deltalab.labs.harness import (CheckFailed, build_once, call_student, calls_watched, check_seed, clean_up_commits,
-                                   fresh_dir, lab_spark, passed, random_history, short_repr, spark_jobs_started)
+                                   course_log_readers, fresh_dir, lab_spark, passed, random_history, short_repr, spark_jobs_started)
 from deltalab.locations import hadoop_path
 from deltalab.log import checkpoint_versions, commit_info, commit_versions, deletion_vector_file, replay_log
 from deltalab.session import temporary_conf
@@ -67,22 +67,14 @@ def _shown(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
+def _set_mtime(path: Path, ms: int) -> None:
+    """Give the file at ``path`` the modification time ``ms`` (milliseconds since the epoch)."""
+    os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
 def _set_commit_time(path: str, version: int, ms: int) -> None:
     """Give commit ``version``'s file the modification time ``ms``."""
-    commit = Path(path) / "_delta_log" / f"{version:020d}.json"
-    os.utime(commit, ns=(ms * 1_000_000, ms * 1_000_000))
-
-
-def _course_readers() -> list[Callable[..., Any]]:
-    """The course's own readers, which answer the exercises for you."""
-    import deltalab.files
-    import deltalab.jvm
-    import deltalab.log
-
-    return [deltalab.log.replay_log, deltalab.log.read_log, deltalab.log.latest_version, deltalab.log.list_log_files,
-            deltalab.log.commit_versions, deltalab.log.checkpoint_versions, deltalab.log.commit_info,
-            deltalab.files.spark_files, deltalab.files.read_table, deltalab.files.data_files,
-            deltalab.files.orphan_data_files, deltalab.jvm.delta_log, deltalab.jvm.load_snapshot]
+    _set_mtime(Path(path) / "_delta_log" / f"{version:020d}.json", ms)
 
 
 def _call(check: str, func: Callable[..., Any], name: str, table: str, *args: Any, what: str, hint: str,
@@ -90,7 +82,7 @@ def _call(check: str, func: Callable[..., Any], name: str, table: str, *args: An
     """Call the learner's function on ``table`` (read-only), refusing an answer that ran Spark or
     called the course's own readers."""
     jobs = spark_jobs_started()
-    with calls_watched(_course_readers()) as used:
+    with calls_watched(course_log_readers()) as used:
         answer = call_student(check, func, name, table, *args, hint=hint, read_only=[table], seed=seed,
                               on=None if seed is None else what)
     if used:
@@ -292,6 +284,7 @@ class _VacuumTable:
     retain_hours: int
     deletes: set[str]                  # relative paths on disk, from VACUUM DRY RUN
     naive: set[str]                    # what the rule gives with retain_hours taken at its word
+    by_table_retention: set[str]       # what the rule gives with RETAIN ignored, even when it is 0
     live: set[str]                     # files of the latest version (data and deletion vector files)
     kept_tombstones: set[str]          # removed less than the retention ago
     young: set[str]                    # modified less than the retention ago
@@ -362,10 +355,6 @@ def reference_deletes(table_path: str, retain_hours: float, now_ms: int | None =
         if relative not in keep and file.stat().st_mtime_ns // 1_000_000 < threshold:
             deletes.add(relative)
     return deletes
-
-
-def _set_mtime(path: Path, ms: int) -> None:
-    os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
 
 
 def _age_tombstones(path: str, older: set[str], ms: int) -> None:
@@ -450,11 +439,14 @@ def _vacuum_table(spark: Any, path: str, what: str, rng: random.Random, retain_h
         rows = spark.sql(f"VACUUM delta.`{path}` RETAIN {retain_hours} HOURS DRY RUN").collect()
     deletes = {_relative(root, row[0]) for row in rows}
     naive = reference_deletes(path, retain_hours, now, honour_retain=True)
-    return _VacuumTable(path, what, retain_hours, deletes, naive, live, kept_tombstones, young, hidden, seed)
+    by_table_retention = reference_deletes(path, table_retention_hours(path), now, honour_retain=True)
+    return _VacuumTable(path, what, retain_hours, deletes, naive, by_table_retention, live, kept_tombstones, young,
+                        hidden, seed)
 
 
-def _example_vacuum(spark: Any) -> _VacuumTable:
-    """A copy of the example table (its history written once per process), aged afresh: its ages are relative to now."""
+def _example_vacuum(spark: Any, retain_hours: int = 12) -> _VacuumTable:
+    """A copy of the example table (its history written once per process), aged afresh: its ages are relative to now.
+    Asked with RETAIN 12 HOURS (ignored: the table's two days decide) and with RETAIN 0 HOURS (which overrides them)."""
     def build(folder: Path) -> str:
         path = str(folder / "orders")
         spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, status STRING) USING delta "
@@ -466,10 +458,10 @@ def _example_vacuum(spark: Any) -> _VacuumTable:
         return path
 
     written = build_once("lab04_vacuum_history", build, intact=lambda path: (Path(path) / "_delta_log" / f"{3:020d}.json").is_file())
-    path = str(fresh_dir("lab04_vacuum_example") / "orders")
+    path = str(fresh_dir(f"lab04_vacuum_example_{retain_hours}") / "orders")
     shutil.copytree(written, path)
     return _vacuum_table(spark, path, "the example table (delta.deletedFileRetentionDuration = 'interval 2 days')",
-                         random.Random(4), 12, None)
+                         random.Random(4 + retain_hours), retain_hours, None)
 
 
 def _generated_vacuum(spark: Any, seed: int) -> _VacuumTable:
@@ -493,6 +485,9 @@ def _vacuum_fix(table: _VacuumTable, got: set[str]) -> str:
         return ("Delta 4.4 ignores a RETAIN other than 0 HOURS (vacuum.retentionWindowIgnore.enabled, on by default): "
                 "the retention is the table's delta.deletedFileRetentionDuration (metaData.configuration; one week "
                 "unless set); only RETAIN 0 HOURS overrides it.")
+    if table.retain_hours == 0 and got == table.by_table_retention and got != table.deletes:
+        return ("RETAIN 0 HOURS is the one RETAIN Delta 4.4 obeys: it overrides the table's retention, so every file "
+                "the latest version does not use is old enough, however recently it was removed or written.")
     if extra and {unquote(p) for p in got} == table.deletes:
         return "paths on disk are not URL-encoded: decode the log's paths once with urllib.parse.unquote."
     if extra and all(p.startswith("/") for p in got):
@@ -523,7 +518,8 @@ def check_vacuum_deletes(vacuum_deletes: Callable[[str, float], Iterable[str]]) 
     hint = "list the table folder (Path.rglob), replay the log's add and remove actions, compare times with time.time()."
 
     def tables() -> Iterator[_VacuumTable]:
-        yield _example_vacuum(spark)
+        yield _example_vacuum(spark, 12)
+        yield _example_vacuum(spark, 0)
         yield _generated_vacuum(spark, check_seed())
 
     for table in tables():
