@@ -50,6 +50,7 @@ def test_kernel_files_are_the_files_spark_reads(spark, partitioned_with_dvs) -> 
     files = kernel_files(spark, partitioned_with_dvs)
     root = partitioned_with_dvs.resolve()
     assert sorted(Path(f.path).relative_to(root).as_posix() for f in files) == spark_files(spark, partitioned_with_dvs, relative=True)
+    assert [f.relative_to(partitioned_with_dvs) for f in files] == [Path(f.path).relative_to(root).as_posix() for f in files]
     assert sum(f.deleted_rows for f in files) == 24 and {f.partition_values["city"] for f in files} == {"New York", "a:b", "50% off", None}
     assert sum(f.size for f in files) == sum(add["size"] for add in replay_log(partitioned_with_dvs).files.values())
 

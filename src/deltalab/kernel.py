@@ -57,6 +57,10 @@ class KernelFile:
     partition_values: dict[str, str | None]
     deleted_rows: int  # the cardinality of its deletion vector, 0 without one
 
+    def relative_to(self, table_path: str | os.PathLike[str]) -> str:
+        """The path relative to the table folder, as on disk: the form ``spark_files(..., relative=True)`` gives."""
+        return Path(self.path).resolve().relative_to(Path(table_path).resolve()).as_posix()
+
 
 def _kernel(spark: Any) -> Any:
     return spark._jvm.io.delta.kernel
