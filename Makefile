@@ -29,9 +29,10 @@ help:
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
+	@echo "Installing the course's pinned packages into $(VENV) (once: a few minutes; pip shows each download) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[course,test,labs]'
+	$(PY) -m pip install --disable-pip-version-check -c requirements.lock -e '.[course,test,labs]'
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp src/deltalab/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
@@ -46,9 +47,12 @@ setup: $(VENV)/.installed
 # JUPYTER_CONFIG_PATH, starts in the role's folder (labs/ for the instructor, for nbgrader) with the
 # venv's bin/ on PATH, and opens the role's index. A JUPYTER_TOKEN set here reaches jupyter through
 # the environment, never the command line; without one, jupyter prints the one it made.
-lab: setup
-	@echo "Starting JupyterLab for the $(ROLE) on http://127.0.0.1:$(PORT)/lab (token below, or the JUPYTER_TOKEN you set)."
-	$(PY) -m deltalab lab --role $(ROLE) --port $(PORT) --root "$(CURDIR)" $(if $(DELTALAB_NO_BROWSER),--no-browser)
+# Quiet when all is ready: the jar and doctor lines appear only when something is downloaded or wrong.
+lab: $(VENV)/.installed
+	@$(PY) -m deltalab fetch-jars --quiet
+	@$(PY) -m deltalab doctor --quiet
+	@echo "Starting JupyterLab for the $(ROLE) on 127.0.0.1 port $(PORT): open the URL it prints below (its token, or the JUPYTER_TOKEN you set)."
+	@$(PY) -m deltalab lab --role $(ROLE) --port $(PORT) --root "$(CURDIR)" $(if $(DELTALAB_NO_BROWSER),--no-browser)
 
 # The instructor's JupyterLab: `make lab` with ROLE=instructor.
 instructor: override ROLE := instructor

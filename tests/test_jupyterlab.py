@@ -62,7 +62,8 @@ def test_learner_serves_the_course_and_opens_its_index(course, as_user):
     assert launch.role == "learner"
     assert launch.argv == [
         str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8888", f"--ServerApp.root_dir={course}",
-        "--LabApp.default_url=/lab/tree/notebooks/README.md", str(course / "notebooks" / "README.md"),
+        "--LabApp.default_url=/lab/tree/notebooks/README.md", "--ServerApp.log_level=WARN",
+        str(course / "notebooks" / "README.md"),
     ]
     assert launch.cwd == course
     assert launch.opens == "notebooks/README.md"
@@ -75,7 +76,8 @@ def test_instructor_starts_in_labs_with_its_settings(course, as_user, with_nbgra
     launch = _launch("instructor", course, port=8899, browser=False)
     assert launch.argv == [
         str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8899", f"--ServerApp.root_dir={course}",
-        "--LabApp.default_url=/lab/tree/labs/README.md", "--no-browser", str(course / "labs" / "README.md"),
+        "--LabApp.default_url=/lab/tree/labs/README.md", "--no-browser", "--ServerApp.log_level=WARN",
+        str(course / "labs" / "README.md"),
     ]
     assert launch.cwd == course / "labs", "nbgrader reads labs/nbgrader_config.py from its working directory"
     assert launch.opens == "labs/README.md"
@@ -94,13 +96,14 @@ def test_the_token_stays_in_the_environment(course, as_user):
     assert launch.env["JUPYTER_TOKEN"] == "s3cret"
     assert not any("s3cret" in arg for arg in launch.argv), f"the token is on the command line: {launch.argv}"
     assert not any(".token" in arg for arg in launch.argv), f"a token option is on the command line: {launch.argv}"
+    assert "--ServerApp.log_level=WARN" not in launch.argv, "with a token of the user's, the URL is in the start-up lines"
 
 
 def test_the_image_listens_everywhere_and_passes_options_on(course, as_user):
     launch = _launch("learner", course, ip="0.0.0.0", browser=False, extra_args=["--ServerApp.quit_button=False"])
     assert launch.argv[2:] == [
         "--ip=0.0.0.0", "--port=8888", f"--ServerApp.root_dir={course}",
-        "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser",
+        "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser", "--ServerApp.log_level=WARN",
         "--ServerApp.quit_button=False", str(course / "notebooks" / "README.md"),
     ]
 

@@ -25,9 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     doctor = commands.add_parser("doctor", help="check Python, Java, packages, Delta jars and the work directory")
     doctor.add_argument("--smoke", action="store_true", help="also start Spark and write a tiny Delta table")
+    doctor.add_argument("--quiet", action="store_true", help="print only the checks that fail (what make lab runs)")
     fetch = commands.add_parser("fetch-jars", help="download Delta's jars and the S3A jars into the cache once (needs the "
                                 "network), then build the JVM class archive that makes sessions start faster")
     fetch.add_argument("--no-archive", action="store_true", help="skip the class archive (about 200 MB, 40 s to build)")
+    fetch.add_argument("--quiet", action="store_true", help="say nothing when everything is already cached")
     execute = commands.add_parser("execute", help="run notebooks in place so that their stored outputs are fresh")
     execute.add_argument("notebooks", nargs="+")
     grade = commands.add_parser("grade", help="grade a folder of submitted lab notebooks (<student>.ipynb) into a CSV")
@@ -71,19 +73,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         from deltalab.doctor import main as doctor_main
 
-        return doctor_main(smoke=args.smoke)
+        return doctor_main(smoke=args.smoke, quiet=args.quiet)
     if args.command == "fetch-jars":
         from deltalab.jars import JAR_SETS, fetch_jars, jar_dir, jar_set
 
         for name in JAR_SETS:
             jars = fetch_jars(name)
-            print(f"{len(jars)} jars ({jar_set(name).what}) cached in {jar_dir(name)}")
+            if not args.quiet:
+                print(f"{len(jars)} jars ({jar_set(name).what}) cached in {jar_dir(name)}")
         if not args.no_archive:
             from deltalab.class_archive import build_archive
             from deltalab.jars import session_jars
             from deltalab.java import find_java
 
-            print(f"JVM class archive: {build_archive(session_jars(fetch_jars('delta')), find_java().home)}")
+            archive = build_archive(session_jars(fetch_jars("delta")), find_java().home)
+            if not args.quiet:
+                print(f"JVM class archive: {archive}")
         return 0
     if args.command == "cluster":
         return _serve_cluster(args.cores, args.memory, args.dir)

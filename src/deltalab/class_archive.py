@@ -130,6 +130,8 @@ def build_archive(class_path: list[Path], java_home: Path, timeout: int = BUILD_
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
+    print(f"Building the JVM class archive {path.name} (once: about 200 MB, a minute or two; sessions then start "
+          "in seconds) ...", file=sys.stderr, flush=True)
     partial = path.with_suffix(f".partial-{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="deltalab-archive-") as scratch:
         env = dict(os.environ, **{ARCHIVE_ENV: str(partial), "DELTALAB_WORKDIR": str(Path(scratch) / "work")})

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,8 +187,13 @@ def fetch_jars(name: str = "delta", timeout: int = FETCH_TIMEOUT_SECONDS) -> lis
     target = jar_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".download-", dir=target.parent))
+    print(f"Downloading {wanted.what} from Maven Central into {target} (once: later sessions start offline) ...",
+          file=sys.stderr, flush=True)
+    started = time.monotonic()
     try:
         jars = _resolve_into(staging, java.home, timeout, wanted)
+        print(f"... {len(jars)} jars, {sum(jar.stat().st_size for jar in jars) / 2**20:.0f} MiB, "
+              f"in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         finished = staging / "jars"
         finished.mkdir()
         lines = []

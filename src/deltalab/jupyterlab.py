@@ -157,7 +157,9 @@ def lab_launch(
     ``root`` is the folder served (default :func:`course_root`); ``environ`` the environment it
     starts from (default this process's), which keeps ``JUPYTER_TOKEN`` if set; ``browser=False``
     adds ``--no-browser``. As root (a CI machine, a container), ``--allow-root`` is added, without
-    which jupyter refuses to start. ``extra_args`` go to ``jupyter lab`` before the file it opens.
+    which jupyter refuses to start. Without a ``JUPYTER_TOKEN``, the server logs warnings only: the block
+with the URL (and the token jupyter made) is then what it prints; with one, jupyter shows the URL only
+in its start-up lines, so they stay. ``extra_args`` go to ``jupyter lab`` before the file it opens.
     """
     environ = dict(os.environ if environ is None else environ)
     root = Path(root if root is not None else course_root(environ)).absolute()
@@ -177,6 +179,8 @@ def lab_launch(
             f"--LabApp.default_url=/lab/tree/{OPENS[role]}"]
     argv += [] if browser else ["--no-browser"]
     argv += ["--allow-root"] if _is_root() else []
+    if not environ.get("JUPYTER_TOKEN"):   # jupyter prints its own token's URL in a warning-level block: the start-up lines can go
+        argv += ["--ServerApp.log_level=WARN"]
     argv += list(extra_args or []) + [str(root / OPENS[role])]
     return LabLaunch(role, argv, env, root / WORKING_DIRS[role], OPENS[role])
 
