@@ -145,7 +145,7 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # SHORT_RUN_JAVA_OPTIONS). The other way round on large data: writing, Z-ordering and
         # aggregating 3 million rows took 4-5 times as long. Two differences show: plans have no
         # `*(1)` marks, and a bad cast in a DataFrame write is reported as TASK_WRITE_FAILED
-        # (notebook 00 shows both). So notebooks 06 (errors), 07 (plans) and 08 (large tables) ask
+        # (the appendix notebook 00b shows both). So notebooks 06 (errors), 07 (plans) and 08 (large tables) ask
         # for Spark's default, "FALLBACK". Spark marks the setting internal; its own tests run both
         # modes.
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
