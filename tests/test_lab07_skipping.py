@@ -301,3 +301,11 @@ def test_lab07_the_count_ignored_is_told(spark, solution, monkeypatch):
 
     message = failure(check_stats_columns, always_32)
     assert "the first delta.dataSkippingNumIndexedCols leaf columns" in message, message
+
+
+def test_lab07_a_fixed_list_of_columns_is_told_to_read_the_schema(spark):
+    def the_examples_answer(path):
+        return {"id", "address.city", "address.zip"} | {f"m{i:02d}" for i in range(27)} | {"not_a_column"}
+
+    message = failure(check_stats_columns, the_examples_answer)
+    assert "not a fixed list" in message, message

@@ -456,9 +456,11 @@ def _stats_fix(table: _StatsTable, got: set[str], expected: set[str]) -> str:
     def kind_of(path: str) -> Any:
         kind: Any = top
         for part in path.split("."):
-            kind = dict(kind)[part] if isinstance(kind, (dict, list)) else None
+            kind = dict(kind).get(part) if isinstance(kind, (dict, list)) else None    # None: not a column of the table
         return kind
 
+    if any(kind_of(p) is None for p in extra):
+        return "return names of the table's own columns, read from its schema (metaData.schemaString), not a fixed list."
     if any(kind_of(p) in _NO_MIN_MAX for p in extra):
         return ("minValues and maxValues are kept only for numbers, strings, dates, timestamps and decimals: booleans, "
                 "binaries, arrays and maps get a nullCount only.")
