@@ -2,7 +2,7 @@
 #   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
-#   make test-seeds                                           the labs' solutions at their other fixed seeds
+#   make test-seeds                                           the labs' solutions at their fixed seeds
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
