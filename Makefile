@@ -3,6 +3,7 @@
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
 #   make test-seeds                                           the labs' solutions at their fixed seeds
+#   make test-sizes                                           the notebooks at their smallest and larger parameters
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
@@ -22,10 +23,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor test test-seeds test-cluster outputs doctor lock clean
+.PHONY: help setup lab instructor test test-seeds test-sizes test-cluster outputs doctor lock clean
 
 help:
-	@sed -n '1,7p' Makefile
+	@sed -n '1,8p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -65,6 +66,11 @@ test: setup
 # the seeds cover every edge case the checks generate. CI runs it after make test.
 test-seeds: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
+
+# The notebooks with papermill at their smallest parameters and at larger ones (tests/test_sizes.py):
+# their asserts must hold at any size their parameters cell accepts. About an hour; not in CI.
+test-sizes: setup
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS)) -m sizes tests/test_sizes.py $(PYTEST_ARGS)
 
 # Notebooks on a Spark standalone cluster started on 127.0.0.1 (deltalab.cluster), one at a time:
 # every notebook by default, CLUSTER_NOTEBOOKS=ci for CI's subset, or a comma-separated list of names.
