@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from course_testing import REPO
+from course_testing import NOTEBOOK_TIMEOUT, REPO, run_with_papermill
 
 pytestmark = pytest.mark.cluster
 
@@ -33,7 +33,6 @@ NOTEBOOKS_ENV = "DELTALAB_CLUSTER_NOTEBOOKS"
 #: writer it kills), 11 (the S3A jars and a server on 127.0.0.1, both reached from the executors).
 #: 05 and 09 (about 135 s each) pass with ``make test-cluster`` and are left out of CI's time.
 CI_NOTEBOOKS = ["00_hello_delta", "02_the_transaction_log", "11_object_stores"]
-NOTEBOOK_TIMEOUT = 900
 
 
 def chosen_notebooks() -> list[str]:
@@ -55,13 +54,7 @@ def chosen_notebooks() -> list[str]:
 def run_notebook(name: str, out_dir: Path, env: dict[str, str]) -> float:
     """Run one notebook with papermill at its default parameters; return its seconds."""
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "papermill", str(REPO / "notebooks" / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
-         "-k", "python3", "--cwd", str(REPO / "notebooks"), "--no-progress-bar",
-         "--execution-timeout", str(NOTEBOOK_TIMEOUT)],
-        capture_output=True, text=True, env=env, timeout=NOTEBOOK_TIMEOUT + 60,
-    )
-    assert result.returncode == 0, f"{name} failed under {env.get('SPARK_MASTER', 'local')}:\n{result.stderr[-4000:]}"
+    run_with_papermill(name, out_dir, env)
     return time.monotonic() - started
 
 

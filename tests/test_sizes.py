@@ -12,15 +12,10 @@ notebook. A notebook added to notebooks/ needs its row here (a test says so).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from course_testing import REPO
-
-NOTEBOOK_TIMEOUT = 900
+from course_testing import REPO, run_with_papermill
 
 #: Per notebook: the smallest parameters its check_parameters and parameter_rule calls accept, and
 #: larger ones (a few times the defaults, within a few minutes).
@@ -68,20 +63,7 @@ def test_every_notebook_has_its_sizes():
     assert all(sorted(sizes) == ["larger", "smallest"] for sizes in SIZES.values())
 
 
-def run_with_parameters(name: str, parameters: dict[str, int], out_dir: Path) -> None:
-    """Run one notebook with papermill and these parameters, in a work root of its own."""
-    arguments = [str(part) for key, value in parameters.items() for part in ("-p", key, value)]
-    env = dict(os.environ, DELTALAB_WORKDIR=str(out_dir / "work"))
-    result = subprocess.run(
-        [sys.executable, "-m", "papermill", str(REPO / "notebooks" / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
-         "-k", "python3", "--cwd", str(REPO / "notebooks"), "--no-progress-bar",
-         "--execution-timeout", str(NOTEBOOK_TIMEOUT), *arguments],
-        capture_output=True, text=True, env=env, timeout=NOTEBOOK_TIMEOUT + 60,
-    )
-    assert result.returncode == 0, f"{name} with {parameters} failed:\n{result.stderr[-4000:]}"
-
-
 @pytest.mark.sizes
 @pytest.mark.parametrize("name, size", [(name, size) for name in sorted(SIZES) for size in ("smallest", "larger")])
 def test_a_notebook_holds_at_other_sizes(name, size, tmp_path):
-    run_with_parameters(name, SIZES[name][size], tmp_path)
+    run_with_papermill(name, tmp_path, dict(os.environ, DELTALAB_WORKDIR=str(tmp_path / "work")), SIZES[name][size])

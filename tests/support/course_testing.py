@@ -7,11 +7,28 @@ A uniquely named module on the suite's path (``pythonpath`` in pyproject.toml), 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]   # tests/support/ -> the repository
+NOTEBOOK_TIMEOUT = 900   # seconds a notebook run with papermill may take
+
+
+def run_with_papermill(name: str, out_dir: Path, env: dict[str, str], parameters: dict | None = None) -> None:
+    """Run notebooks/``name``.ipynb with papermill (``-p`` for each of ``parameters``) into ``out_dir``;
+    fail the test with the end of papermill's message if a cell raises."""
+    arguments = [str(part) for key, value in (parameters or {}).items() for part in ("-p", key, value)]
+    result = subprocess.run(
+        [sys.executable, "-m", "papermill", str(REPO / "notebooks" / f"{name}.ipynb"), str(out_dir / f"{name}.ipynb"),
+         "-k", "python3", "--cwd", str(REPO / "notebooks"), "--no-progress-bar",
+         "--execution-timeout", str(NOTEBOOK_TIMEOUT), *arguments],
+        capture_output=True, text=True, env=env, timeout=NOTEBOOK_TIMEOUT + 60,
+    )
+    where = env.get("SPARK_MASTER", "local")
+    assert result.returncode == 0, f"{name} with {parameters or 'its defaults'} failed under {where}:\n{result.stderr[-4000:]}"
 
 
 def in_ci() -> bool:
