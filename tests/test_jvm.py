@@ -64,3 +64,20 @@ def test_load_snapshot_reads_the_latest_version_and_its_files(spark, tmp_path) -
 
 def test_clear_delta_cache_without_a_session_does_nothing() -> None:
     jvm.clear_delta_cache(spark=None)  # the suite's session may or may not run yet: either way, no error
+
+
+def test_protocol_features_are_the_bundles_of_legacy_versions_or_the_lists(spark, tmp_path) -> None:
+    legacy = str(tmp_path / "legacy")
+    spark.sql(f"CREATE TABLE delta.`{legacy}` (id BIGINT) USING delta "
+              "TBLPROPERTIES ('delta.minReaderVersion' = '1', 'delta.minWriterVersion' = '6')")
+    assert jvm.protocol_features(spark, legacy) == {
+        "read": set(),
+        "write": {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns"},
+    }, "writer 6 at reader 1: no columnMapping (it needs reader 2)"
+    listed = str(tmp_path / "listed")
+    spark.sql(f"CREATE TABLE delta.`{listed}` (id BIGINT) USING delta")
+    spark.sql(f"ALTER TABLE delta.`{listed}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    assert jvm.protocol_features(spark, listed, 0) == {"read": set(), "write": {"appendOnly", "invariants"}}
+    assert jvm.protocol_features(spark, listed) == {"read": {"deletionVectors"},
+                                                    "write": {"deletionVectors", "appendOnly", "invariants"}}
+    assert replay_log(listed).protocol["readerFeatures"] == ["deletionVectors"]

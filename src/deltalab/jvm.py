@@ -14,11 +14,14 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
   for the one conflict no SQL operation reaches;
 * :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme;
 * :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default;
-* :func:`version_at_time` is the version time travel resolves a time to (``DeltaHistoryManager``).
+* :func:`version_at_time` is the version time travel resolves a time to (``DeltaHistoryManager``);
+* :func:`protocol_features` is the table features a version's ``protocol`` makes a client implement
+  to read it and to write it (``Protocol.implicitlyAndExplicitlySupportedFeatures``).
 
 None of these is public API of Delta: they are what its own commands call, read from Delta
 4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
-``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``, ``DeltaHistoryManager.scala``).
+``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``, ``DeltaHistoryManager.scala``,
+``TableFeatureSupport.scala``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ __all__ = [
     "delta_setting",
     "load_snapshot",
     "log_store_class_for",
+    "protocol_features",
     "version_at_time",
 ]
 
@@ -135,6 +139,25 @@ def load_snapshot(spark: Any, path: str) -> dict[str, int]:
     clear_delta_cache(spark)
     snapshot = delta_log(spark, path).unsafeVolatileSnapshot()
     return {"version": int(snapshot.version()), "files": int(snapshot.numOfFiles())}
+
+
+def protocol_features(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> dict[str, set[str]]:
+    """The features a client must implement to read (``"read"``) and to write (``"write"``) the
+    table at ``version`` (default latest), as Delta derives them from the ``protocol`` action.
+
+    This is ``Protocol.implicitlyAndExplicitlySupportedFeatures`` (Delta 4.4.0): the features a
+    legacy protocol's versions bundle (writer 2: ``appendOnly``, ``invariants``; ...; reader 2
+    with writer 5: ``columnMapping``), or the ones a table-features protocol lists. Reading needs
+    the reader-writer features among them; writing needs all of them.
+    """
+    features = _snapshot_at(spark, table_path, version).protocol().implicitlyAndExplicitlySupportedFeatures().iterator()
+    needed: dict[str, set[str]] = {"read": set(), "write": set()}
+    while features.hasNext():
+        feature = features.next()
+        needed["write"].add(str(feature.name()))
+        if feature.isReaderWriterFeature():
+            needed["read"].add(str(feature.name()))
+    return needed
 
 
 def log_store_class_for(spark: Any, scheme: str) -> str:
