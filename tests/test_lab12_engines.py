@@ -4,7 +4,7 @@ with a message that says what is wrong and never shows the expected answer.
 
 The wrong answers run on the tables of one seed (built once per process, about 40 s), which holds a legacy
 writer-6 protocol at reader 1, a column-mapped table at reader 2 / writer 7, deletion vectors turned on after
-the first commit and a widened column.
+the first commit and type widening turned on after it.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab12_engines" / "lab12_engines.ipynb"
-#: 2: a reader 1 / writer 6 table (identityColumns implied, columnMapping not), listed features;
-#: 5: a reader 2 / writer 5 table and a second listed one.
-SEEDS = (2, 5)
+#: Every run has a reader 1 / writer 6 table, deletion vectors and type widening turned on after the first commit,
+#: column mapping with a rename and listed features. 6 lists variantType (a reader feature delta-rs reads) and
+#: domainMetadata (a writer feature it does not write), with a legacy reader 1 / writer 2; 7 lists
+#: vacuumProtocolCheck (a reader feature delta-rs refuses) from writer 2 and from writer 4.
+SEEDS = (6, 7)
 TEST_SEED = 2
 
 
@@ -230,3 +232,15 @@ def test_lab12_reading_with_spark_is_refused(spark, seeded):
 
     message = failure(check_read_with_delta_rs, spark_rows_anywhere)
     assert "ran Spark jobs" in message, message
+
+
+def test_lab12_each_version_is_read_under_its_own_protocol(spark, seeded):
+    def by_latest_protocol(path, version):
+        latest = DeltaTable(path).protocol()
+        if not set(latest.reader_features or []) <= DELTA_RS_READS:
+            return None
+        return pa.table(DeltaTable(path, version=version).scan())
+
+    message = failure(check_read_with_delta_rs, by_latest_protocol)
+    assert "type widening turned on" in message and "returned None at version 0" in message, message
+    assert "the protocol in force at that version" in message, message
