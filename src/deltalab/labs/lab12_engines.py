@@ -59,6 +59,9 @@ WRITER_POOL = ("appendOnly", "checkConstraints", "changeDataFeed", "generatedCol
                "domainMetadata", "rowTracking", "inCommitTimestamp", "allowColumnDefaults", "checkpointProtection")
 LEGACY_VERSIONS = ((1, 1), (1, 2), (1, 3), (1, 4), (2, 5), (1, 6), (2, 6))
 
+#: The protocol Spark gives a new table without features: asked first, so that an unwritten exercise fails at once.
+PLAIN = {"minReaderVersion": 1, "minWriterVersion": 2}
+
 SCHEMA = "id BIGINT, name STRING, qty SMALLINT, day DATE"
 NAMES = ("ada", "bob", "chloé", "dan", "eve", None)
 
@@ -259,6 +262,7 @@ def check_features_needed(features_needed: Callable[[dict, str], set[str]]) -> N
     spark = lab_spark()
     seed = check_seed()
     hint = "the protocol dict's minReaderVersion, minWriterVersion, readerFeatures and writerFeatures."
+    call_student(check, features_needed, "features_needed", dict(PLAIN), "read", hint=hint)   # a stub fails before the build
     asked = 0
     for table in engine_tables(spark, seed):
         seen = []
@@ -293,6 +297,7 @@ def check_delta_rs_can(delta_rs_can: Callable[[dict], dict[str, bool]]) -> None:
     spark = lab_spark()
     seed = check_seed()
     hint = "features_needed(protocol, ...) against DELTA_RS_READS and DELTA_RS_WRITES."
+    call_student(check, delta_rs_can, "delta_rs_can", dict(PLAIN), hint=hint)
     for table in engine_tables(spark, seed):
         protocol = table.protocols[-1]
         answer = call_student(check, delta_rs_can, "delta_rs_can", dict(protocol), hint=hint, seed=seed, on=table.what)
