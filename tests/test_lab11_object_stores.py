@@ -141,3 +141,21 @@ def test_lab11_the_commit_file_holds_one_action_per_line(seeded):
 
     message = failure(check_commit, one_json_array)
     assert "one JSON object per line" in message, message
+
+
+def test_lab11_a_commit_at_a_fixed_version_fails_with_a_sentence(seeded):
+    def at_version_two(s3, bucket, table, actions):
+        s3.put_object(Bucket=bucket, Key=key(table, 2), Body=body(actions), IfNoneMatch="*")
+        return 2
+
+    message = failure(check_commit, at_version_two)
+    assert "commit" in message and ("latest version read from the log + 1" in message or "raised ClientError" in message), message
+
+
+def test_lab11_a_listing_of_the_whole_bucket_is_not_the_tables(seeded):
+    def every_table(s3, bucket, table):
+        keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix="versions_")["Contents"]]
+        return max(int(k.rsplit("/", 1)[1][:20]) for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1][:20].isdigit())
+
+    message = failure(check_current_version, every_table)
+    assert "above the version delta-rs loads" in message and "list only this table's log" in message, message

@@ -165,7 +165,8 @@ def check_current_version(current_version: Callable[[Any, str, str], int]) -> No
         elif answer < table.version:
             fix = "the latest version is the highest N of the keys N.json in _delta_log/, whatever else the log holds."
         else:
-            fix = "only keys named N.json (20 digits) are commits; checkpoints and other files name a version already committed."
+            fix = ("list only this table's log (Prefix=f'{table}/_delta_log/': the bucket holds other tables), and "
+                   "count only keys named N.json (20 digits) as commits.")
         raise CheckFailed(check, f"on {table.what}, current_version returned {answer}, which is "
                                  f"{'below' if answer < table.version else 'above'} the version delta-rs loads.", fix,
                           seed=seed)
@@ -279,6 +280,8 @@ def _race(check: str, commit: Callable[..., int], store: ObjectStore, table: str
             calls[label] = _ThreadCall("commit", lambda c=client, a=actions[label]: commit(c, BUCKET, table, a))
             try:
                 hold.wait_reached(calls[label], timeout=WAIT_SECONDS)
+            except CheckFailed:
+                raise
             except DeltaLabError:
                 if calls[label].done:
                     try:
@@ -288,6 +291,11 @@ def _race(check: str, commit: Callable[..., int], store: ObjectStore, table: str
                 raise CheckFailed(check, f"{label} did not PUT the next version's commit file "
                                          f"({contested:020d}.json) after reading the log.",
                                   "LIST the log, then PUT f'{table}/_delta_log/{latest + 1:020d}.json'.", seed=seed) from None
+            except Exception as error:  # noqa: BLE001 - the commit failed before its PUT of the next version
+                raise CheckFailed(check, f"{label}'s commit raised {type(error).__name__} before it put the next "
+                                         f"version: {str(error).splitlines()[0] if str(error) else ''}",
+                                  "the version to commit is the latest version read from the log + 1, whatever the "
+                                  "table; and a 412 is caught and retried.", seed=seed) from None
         for index in range(winners):
             _append(store, table, 5000 + 10 * index, 2)
         written = {v: _commit_lines(store, table, v) for v in range(contested, contested + winners)}
@@ -338,7 +346,9 @@ def _race(check: str, commit: Callable[..., int], store: ObjectStore, table: str
     if any(_commit_lines(store, table, v) is None for v in range(latest + 1)):
         raise CheckFailed(check, "after the race, the log has a version missing.",
                           "each commit is the latest version + 1, read from the log.", seed=seed)
-    return None
+
+
+_COMMIT_TABLES: list[int] = []
 
 
 def check_commit(commit: Callable[[Any, str, str, list], int]) -> None:
@@ -350,7 +360,8 @@ def check_commit(commit: Callable[[Any, str, str, list], int]) -> None:
     rng = random.Random(seed)
     hint = ("LIST the log for the latest version, then s3.put_object(Bucket=bucket, Key=..., Body=..., "
             "IfNoneMatch='*').")
-    table = f"commits_{seed}_{rng.randrange(10**9)}"
+    _COMMIT_TABLES.append(seed)        # a new table for every call, even at a fixed seed
+    table = f"commits_{seed}_{rng.randrange(10**9)}_{len(_COMMIT_TABLES)}"
     for index in range(rng.randint(1, 4)):
         _append(store, table, index * 10, rng.randint(1, 5))
     _alone(check, commit, store, table, seed, hint)
