@@ -1,6 +1,7 @@
 # The README's two commands: `make lab` and `make test`. Both set everything up first.
 #   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
+#   make reset NB=notebooks/02_the_transaction_log.ipynb     your copy of a notebook back to the course's
 #   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
 #   make test-seeds                                           the labs' solutions at their fixed seeds
 #   make test-sizes                                           the notebooks at their smallest and larger parameters
@@ -23,10 +24,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor test test-seeds test-sizes test-cluster outputs doctor lock clean
+.PHONY: help setup lab instructor reset test test-seeds test-sizes test-cluster outputs doctor lock clean
 
 help:
-	@sed -n '1,8p' Makefile
+	@sed -n '1,9p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -54,6 +55,11 @@ lab: $(VENV)/.installed
 	@$(PY) -m deltalab doctor --quiet
 	@echo "Starting JupyterLab for the $(ROLE) on 127.0.0.1 port $(PORT): open the URL it prints below (its token, or the JUPYTER_TOKEN you set)."
 	@$(PY) -m deltalab lab --role $(ROLE) --port $(PORT) --root "$(CURDIR)" $(if $(DELTALAB_NO_BROWSER),--no-browser)
+
+# The learner's copy of one notebook (or lab) back to the course's: theirs goes to backups/ in the
+# workspace (~/deltalab-course, or DELTALAB_LEARNER_DIR) that `make lab` serves and updates.
+reset: $(VENV)/.installed
+	@$(if $(filter command line,$(origin NB)),$(PY) -m deltalab workspace reset $(NB),echo "make reset needs the file: make reset NB=notebooks/02_the_transaction_log.ipynb (its path in $$($(PY) -m deltalab workspace where))" >&2; exit 2)
 
 # The instructor's JupyterLab: `make lab` with ROLE=instructor.
 instructor: override ROLE := instructor

@@ -148,13 +148,20 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: token $token" "
 [ "$code" = 200 ] || die "GET /api/contents/notebooks with the token answered $code, expected 200"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$url/lab?token=$token")
 [ "$code" = 200 ] || die "GET /lab?token=... answered $code, expected 200"
+# It serves the learner's own copy of the course (DELTALAB_LEARNER_DIR), notebooks without outputs.
+served=$(podman exec "$name" python -c 'import json, os; print(json.load(open(os.path.join(os.environ["DELTALAB_LEARNER_DIR"], "notebooks", "00_hello_delta.ipynb")))["cells"][-1].get("outputs"))') \
+    || { podman logs "$name" >&2; die "the learner's copy of the course was not made in the container"; }
+[ "$served" = "[]" ] || die "the learner's copy of notebook 00 in the container has outputs: $served"
+curl -fsS -H "Authorization: token $token" "$url/api/contents/notebooks/00_hello_delta.ipynb" \
+    | python3 -c 'import json, sys; cells = json.load(sys.stdin)["content"]["cells"]; sys.exit(any(c.get("outputs") for c in cells))' \
+    || die "JupyterLab in the container serves notebook 00 with outputs: not the learner's copy"
 podman healthcheck run "$name" >/dev/null || die "the image's healthcheck failed on a running JupyterLab"
 user=$(podman exec "$name" id -u)
 [ "$user" != 0 ] || die "JupyterLab runs as root in the container"
 cleanup
 trap - EXIT
 TIMES[token]=$(( $(now) - t ))
-log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; healthcheck ok; uid $user"
+log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; the learner's copy served; healthcheck ok; uid $user"
 
 TIMES[total]=$(( $(now) - START_ALL ))
 log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"

@@ -29,6 +29,9 @@ def pytest_configure(config: pytest.Config) -> None:
     global _TEMPORARY_ROOT
     _TEMPORARY_ROOT = tempfile.mkdtemp(prefix="deltalab-tests-")
     os.environ["DELTALAB_WORKDIR"] = _TEMPORARY_ROOT
+    # The learner's workspace (make lab's copy of the course) of any test that starts one, never ~'s.
+    os.environ["DELTALAB_LEARNER_DIR"] = os.path.join(_TEMPORARY_ROOT, "_learner")
+    os.environ["DELTALAB_NBGRADER_EXCHANGE"] = os.path.join(_TEMPORARY_ROOT, "_nbgrader-exchange")  # labs/nbgrader_config.py
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) prints the table
         config.pluginmanager.register(SecondsPerFile(), "deltalab-seconds-per-file")
     config.pluginmanager.register(CrossEngine(), CrossEngine.NAME)  # delta-rs reads what each notebook left

@@ -71,6 +71,7 @@ class Lab:
     root: Path
     log: Path
     work: Path
+    served: Path
 
 
 @dataclass
@@ -156,7 +157,9 @@ def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     env = dict(os.environ, JUPYTER_TOKEN=token,  # as `make lab JUPYTER_TOKEN=...` hands it on
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"),
                JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
-               DELTALAB_WORKDIR=str(tmp / "work"))  # the kernels' tables: fresh, and this server's own
+               DELTALAB_WORKDIR=str(tmp / "work"),  # the kernels' tables: fresh, and this server's own
+               DELTALAB_LEARNER_DIR=str(tmp / "mine"),  # the learner's workspace, made by make lab's command
+               DELTALAB_NBGRADER_EXCHANGE=str(tmp / "exchange"))  # nbgrader's exchange, made on first use
     env.pop(JUPYTER_CONFIG_ENV, None)  # the checkout's src/deltalab/jupyter, as make lab uses it
     log_path = tmp / "jupyterlab.log"
     with log_path.open("wb") as log:
@@ -166,7 +169,7 @@ def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_serving(server, base, log_path)
-        yield Lab(role, base, token, root, log_path, tmp / "work")
+        yield Lab(role, base, token, root, log_path, tmp / "work", tmp / "mine" if role == "learner" else root)
     finally:
         _stop(server)
 
@@ -269,8 +272,9 @@ def test_the_servers_here_are_make_labs_command_line(role):
     # What those options start: the role's working directory and file, as the browser tests expect.
     launch = lab_launch(role, root=REPO, port=8899, browser=False,
                         environ={k: v for k, v in os.environ.items() if k != JUPYTER_CONFIG_ENV})
-    assert launch.cwd == REPO / WORKING_DIRS[role]
-    assert launch.argv[-1] == str(REPO / OPENS[role])
+    assert launch.course == REPO
+    assert launch.cwd == launch.served / WORKING_DIRS[role]
+    assert launch.argv[-1] == str(launch.served / OPENS[role])
     assert launch.env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(REPO / "src" / "deltalab" / "jupyter" / role)
 
 
@@ -291,6 +295,10 @@ def test_instructor_lab_has_nbgrader_tools_and_opens_labs(instructor_lab, page):
     listed = sorted(assignment["name"] for assignment in response.json())
     labs = sorted(path.name for path in (lab.root / "labs" / "source").iterdir() if path.is_dir())
     assert listed == labs, f"the formgrader lists {listed}, labs/source/ has {labs}"
+    # Its Manage Assignments page has an exchange (no "does not exist and could not be created").
+    manage = page.tab.request.get(f"{lab.base}/formgrader/manage_assignments")
+    assert manage.status == 200 and "Manage Assignments" in manage.text(), manage.status
+    assert 'id="warning-exchange"' not in manage.text(), "the formgrader says nbgrader's exchange is missing"
 
     _no_news(page)
     screenshot = _screenshot(page, "browser-instructor-labs.png")
@@ -329,6 +337,14 @@ def test_learner_lab_needs_the_token_and_opens_a_clean_course_index(learner_lab,
     formgrader = page.tab.request.get(f"{lab.base}/formgrader/api/assignments")
     assert formgrader.status == 404, f"the learner's server answers the formgrader API ({formgrader.status})"
 
+    # The learner's own workspace, outside the course: the notebooks and the labs' student versions,
+    # no solutions, no repository around them.
+    served = _contents(page, lab, "")
+    assert served == ["labs", "notebooks"], f"the learner's file browser shows {served}"
+    labs = _contents(page, lab, "labs")
+    assert "source" not in labs and "release" not in labs and "lab02_log" in labs, f"labs/ shows {labs}"
+    assert not (lab.served / "labs" / "source").exists() and lab.root not in lab.served.parents
+
     # No news prompt.
     _no_news(page)
     screenshot = _screenshot(page, "browser-learner-index.png")
@@ -337,7 +353,7 @@ def test_learner_lab_needs_the_token_and_opens_a_clean_course_index(learner_lab,
 
 def test_learner_lab_runs_notebook_00(learner_lab, page):
     lab = learner_lab
-    # Notebook 00: clear the stored outputs, run all cells, find the row count in the new output.
+    # Notebook 00, the learner's copy (no outputs stored): run all cells, find the row count in the output.
     page.tab.goto(f"{lab.base}/lab/tree/notebooks/{NOTEBOOK}?token={lab.token}", wait_until="domcontentloaded")
     tab = page.tab
     panel = tab.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -345,6 +361,9 @@ def test_learner_lab_runs_notebook_00(learner_lab, page):
     # The kernel is up once the status bar names it and says Idle (the toolbar's indicator already
     # says idle before any kernel exists: "Run All" then would only ask which kernel to start).
     tab.locator(".jp-StatusBar-Widget").filter(has_text=KERNEL_IDLE).first.wait_for(timeout=LOAD_TIMEOUT_MS)
+    stored = page.tab.request.get(f"{lab.base}/api/contents/notebooks/{NOTEBOOK}?token={lab.token}").json()
+    assert not any(cell.get("outputs") for cell in stored["content"]["cells"]), \
+        "the learner's copy of notebook 00 should have no outputs before it runs"
     _menu(tab, "Edit", "Clear Outputs of All Cells")
     outputs = panel.locator(".jp-OutputArea-output")
     tab.wait_for_function("() => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output').length === 0",
@@ -368,6 +387,13 @@ def test_learner_lab_runs_notebook_00(learner_lab, page):
     row_count.first.scroll_into_view_if_needed()
     screenshot = _screenshot(page, "browser-00_hello_delta.png")
     print(f"\nbrowser test: notebook 00 ran in {seconds:.0f} s in Chromium; screenshot: {screenshot}")
+
+
+def _contents(page, lab: Lab, folder: str) -> list[str]:
+    """The names JupyterLab's file browser lists in ``folder`` of the served root (its contents API)."""
+    response = page.tab.request.get(f"{lab.base}/api/contents/{folder}?token={lab.token}")
+    assert response.status == 200, f"the contents API answered {response.status} for {folder!r}"
+    return sorted(item["name"] for item in response.json()["content"])
 
 
 def _menu(tab, menu: str, item: str) -> None:

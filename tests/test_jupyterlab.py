@@ -57,23 +57,28 @@ def _launch(role: str, root: Path, **kwargs) -> LabLaunch:
     return lab_launch(role, root=root, environ=environ, **kwargs)
 
 
-def test_learner_serves_the_course_and_opens_its_index(course, as_user):
+def test_learner_serves_their_workspace_and_opens_its_index(course, as_user):
     launch = _launch("learner", course)
+    mine = Path("/home/someone/deltalab-course")
     assert launch.role == "learner"
     assert launch.argv == [
-        str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8888", f"--ServerApp.root_dir={course}",
+        str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8888", f"--ServerApp.root_dir={mine}",
         "--LabApp.default_url=/lab/tree/notebooks/README.md", "--ServerApp.log_level=WARN",
-        str(course / "notebooks" / "README.md"),
+        str(mine / "notebooks" / "README.md"),
     ]
-    assert launch.cwd == course
+    assert launch.cwd == launch.served == mine, "the learner works in their own copy, outside the repository"
+    assert launch.course == course
     assert launch.opens == "notebooks/README.md"
     assert launch.env["JUPYTER_CONFIG_PATH"] == str(PACKAGE_JUPYTER / "learner")
     assert launch.env["PATH"] == os.pathsep.join([str(PYTHON_BIN), "/usr/bin:/bin"])
     assert launch.env["HOME"] == "/home/someone", "the rest of the environment is kept"
+    elsewhere = _launch("learner", course, environ={"DELTALAB_LEARNER_DIR": "/srv/ada", "HOME": "/home/someone"})
+    assert elsewhere.served == Path("/srv/ada")
 
 
 def test_instructor_starts_in_labs_with_its_settings(course, as_user, with_nbgrader):
     launch = _launch("instructor", course, port=8899, browser=False)
+    assert launch.served == course, "the instructor works on the course itself (nbgrader's source/ and release/)"
     assert launch.argv == [
         str(PYTHON_BIN / "jupyter"), "lab", "--ip=127.0.0.1", "--port=8899", f"--ServerApp.root_dir={course}",
         "--LabApp.default_url=/lab/tree/labs/README.md", "--no-browser", "--ServerApp.log_level=WARN",
@@ -101,10 +106,11 @@ def test_the_token_stays_in_the_environment(course, as_user):
 
 def test_the_image_listens_everywhere_and_passes_options_on(course, as_user):
     launch = _launch("learner", course, ip="0.0.0.0", browser=False, extra_args=["--ServerApp.quit_button=False"])
+    mine = launch.served
     assert launch.argv[2:] == [
-        "--ip=0.0.0.0", "--port=8888", f"--ServerApp.root_dir={course}",
+        "--ip=0.0.0.0", "--port=8888", f"--ServerApp.root_dir={mine}",
         "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser", "--ServerApp.log_level=WARN",
-        "--ServerApp.quit_button=False", str(course / "notebooks" / "README.md"),
+        "--ServerApp.quit_button=False", str(mine / "notebooks" / "README.md"),
     ]
 
 
@@ -116,12 +122,12 @@ def test_as_root_jupyter_is_allowed_to_start(course, monkeypatch):
 def test_the_settings_and_root_come_from_the_image_environment(course, tmp_path, as_user):
     settings = tmp_path / "opt-jupyter"
     (settings / "learner").mkdir(parents=True)
-    environ = {"DELTALAB_JUPYTER_CONFIG": str(settings), "DELTALAB_COURSE_DIR": str(course)}
+    environ = {"DELTALAB_JUPYTER_CONFIG": str(settings), "DELTALAB_COURSE_DIR": str(course), "HOME": str(tmp_path)}
     assert jupyter_config_dir(environ) == settings
     assert course_root(environ) == course
     launch = lab_launch("learner", environ=environ)
     assert launch.env["JUPYTER_CONFIG_PATH"] == str(settings / "learner")
-    assert launch.cwd == course
+    assert launch.course == course and launch.cwd == tmp_path / "deltalab-course"
 
 
 def test_from_a_checkout_the_defaults_are_the_checkouts():
@@ -180,13 +186,15 @@ def test_the_command_becomes_jupyterlab(course, monkeypatch, as_user):
     monkeypatch.setattr(jupyterlab.os, "chdir", lambda path: calls.append(("chdir", path)))
     monkeypatch.setattr(jupyterlab.os, "execve", lambda path, argv, env: calls.append(("execve", path, argv, env)))
     monkeypatch.setenv("JUPYTER_TOKEN", "s3cret")
+    mine = course.parent / "mine"
+    monkeypatch.setenv("DELTALAB_LEARNER_DIR", str(mine))
     main(["lab", "--root", str(course), "--ip", "0.0.0.0", "--port", "8890", "--no-browser", "--", "--debug"])
     (chdir, cwd), (execve, path, argv, env) = calls
-    assert cwd == course
+    assert cwd == mine and (mine / "notebooks" / "README.md").is_file(), "the workspace is made before the start"
     assert path == argv[0] == str(PYTHON_BIN / "jupyter")
-    assert argv[1:] == ["lab", "--ip=0.0.0.0", "--port=8890", f"--ServerApp.root_dir={course}",
+    assert argv[1:] == ["lab", "--ip=0.0.0.0", "--port=8890", f"--ServerApp.root_dir={mine}",
                         "--LabApp.default_url=/lab/tree/notebooks/README.md", "--no-browser",
-                        "--debug", str(course / "notebooks" / "README.md")]
+                        "--debug", str(mine / "notebooks" / "README.md")]
     assert env["JUPYTER_TOKEN"] == "s3cret"
 
 

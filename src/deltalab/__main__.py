@@ -1,4 +1,4 @@
-"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench | lab | cluster``."""
+"""The course's command line: ``python -m deltalab doctor | fetch-jars | execute | grade | bench | lab | workspace | cluster``."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     lab.add_argument("--check", action="store_true", help="only check that the role can start (nbgrader and labs/ for "
                      "the instructor) and print the file it opens, relative to the root")
     lab.add_argument("jupyter_args", nargs="*", metavar="-- JUPYTER_OPTION", help="more options for jupyter lab")
+    workspace = commands.add_parser("workspace", help="the learner's copy of the course that `make lab` serves "
+                                    "(~/deltalab-course, or $DELTALAB_LEARNER_DIR): update it, reset a file, show where")
+    workspace.add_argument("action", choices=["update", "reset", "where"],
+                           help="update: copy what the course added or changed, keeping the files you changed; "
+                           "reset FILE...: the course's version again (yours goes to backups/); where: print its path")
+    workspace.add_argument("files", nargs="*", metavar="FILE", help="for reset: e.g. notebooks/02_the_transaction_log.ipynb")
+    workspace.add_argument("--root", type=Path, default=None, metavar="DIR",
+                           help="the course folder (default: $DELTALAB_COURSE_DIR, else this package's checkout)")
     cluster = commands.add_parser("cluster", help="start a Spark standalone master and worker on 127.0.0.1 and keep them "
                                   "running until Ctrl-C; print the SPARK_MASTER that points notebooks at them")
     cluster.add_argument("--cores", type=_at_least_one, default=4, help="cores the worker offers (default 4)")
@@ -98,6 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         return bench_main(args.repeat, args.notebooks, args.skip_notebooks)
     if args.command == "lab":
         return _lab(args)
+    if args.command == "workspace":
+        return _workspace(args)
     if args.command == "grade":
         from deltalab.labs.grading import grade_folder, submissions_folder
 
@@ -120,8 +130,35 @@ def _lab(args: argparse.Namespace) -> int:
     if args.check:
         print(launch.opens)
         return 0
+    if launch.role == "learner":
+        from deltalab.workspace import update_workspace
+
+        print(update_workspace(launch.course, launch.served).summary(), flush=True)
     exec_lab(launch)
     return 0  # not reached: exec_lab replaces this process
+
+
+def _workspace(args: argparse.Namespace) -> int:
+    """``python -m deltalab workspace update | reset FILE... | where``."""
+    from deltalab.jupyterlab import course_root
+    from deltalab.workspace import learner_dir, reset_file, update_workspace
+
+    if args.action == "where":
+        print(learner_dir())
+        return 0
+    course = args.root if args.root is not None else course_root()
+    if args.action == "update":
+        print(update_workspace(course).summary())
+        return 0
+    if not args.files:
+        raise DeltaLabError("reset needs the files to reset",
+                            "name them by their path in the workspace, e.g. "
+                            "python -m deltalab workspace reset notebooks/02_the_transaction_log.ipynb (make reset NB=...)")
+    for name in args.files:
+        backup = reset_file(course, name)
+        kept = f"; yours is in {backup}" if backup is not None else ""
+        print(f"{name}: the course's version again{kept}")
+    return 0
 
 
 def _serve_cluster(cores: int, memory: str, directory: Path | None) -> int:

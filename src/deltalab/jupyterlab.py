@@ -7,7 +7,10 @@
 * the role's Jupyter settings, a folder of ``src/deltalab/jupyter/`` (the image copies it to
   ``$DELTALAB_JUPYTER_CONFIG``), first on ``JUPYTER_CONFIG_PATH``, so they win over the
   environment's and ``~/.jupyter``'s without writing to either;
-* the working directory: the course root for the learner; ``labs/`` for the instructor, because
+* the folder served: for the learner, their workspace outside the repository
+  (:mod:`deltalab.workspace`: the notebooks without outputs and the labs' student versions, made
+  or brought up to date from the course before JupyterLab starts); for the instructor, the course;
+* the working directory: the learner's workspace; ``labs/`` for the instructor, because
   nbgrader reads ``labs/nbgrader_config.py`` and ``labs/gradebook.db`` from there;
 * the file it opens: the course index, or the labs' README for the instructor; it is also the
   page of the URL JupyterLab prints (``--LabApp.default_url``), so a learner without a browser
@@ -31,11 +34,12 @@ from pathlib import Path
 
 from deltalab.errors import DeltaLabError
 from deltalab.locations import repo_root
+from deltalab.workspace import learner_dir
 
 #: Who JupyterLab is for, and the file each opens (relative to the course root).
 OPENS = {"learner": "notebooks/README.md", "instructor": "labs/README.md"}
 ROLES = tuple(OPENS)
-#: The working directory of each role, relative to the course root.
+#: The working directory of each role, relative to the folder served.
 WORKING_DIRS = {"learner": ".", "instructor": "labs"}
 #: The course root when ``--root`` is not given (the image sets it).
 COURSE_DIR_ENV = "DELTALAB_COURSE_DIR"
@@ -48,13 +52,16 @@ DEFAULT_PORT = 8888
 @dataclass(frozen=True)
 class LabLaunch:
     """Everything that starting JupyterLab for a role takes: run ``argv`` in ``cwd`` with ``env``.
-    ``opens`` is the file it opens, relative to the course root (its URL is ``/lab/tree/<opens>``)."""
+    ``served`` is the folder JupyterLab serves (the learner's workspace, or the ``course``);
+    ``opens`` the file it opens, relative to ``served`` (its URL is ``/lab/tree/<opens>``)."""
 
     role: str
     argv: list[str]
     env: dict[str, str]
     cwd: Path
     opens: str
+    course: Path
+    served: Path
 
 
 def course_root(environ: Mapping[str, str] | None = None) -> Path:
@@ -154,7 +161,9 @@ def lab_launch(
     """The command line, environment and working directory of JupyterLab for ``role``, after
     :func:`check_role`.
 
-    ``root`` is the folder served (default :func:`course_root`); ``environ`` the environment it
+    ``root`` is the course's folder (default :func:`course_root`), which the instructor's JupyterLab
+    serves; the learner's serves their workspace (:func:`deltalab.workspace.learner_dir`), which
+    :func:`deltalab.workspace.update_workspace` makes from the course before the start; ``environ`` the environment it
     starts from (default this process's), which keeps ``JUPYTER_TOKEN`` if set; ``browser=False``
     adds ``--no-browser``. As root (a CI machine, a container), ``--allow-root`` is added, without
     which jupyter refuses to start. Without a ``JUPYTER_TOKEN``, the server logs warnings only: the block
@@ -165,6 +174,7 @@ in its start-up lines, so they stay. ``extra_args`` go to ``jupyter lab`` before
     root = Path(root if root is not None else course_root(environ)).absolute()
     config_dir = jupyter_config_dir(environ)
     check_role(role, root, config_dir)
+    served = learner_dir(environ) if role == "learner" else root
     bin_dir = Path(sys.executable).parent
     jupyter = bin_dir / "jupyter"
     if not jupyter.exists():
@@ -175,14 +185,14 @@ in its start-up lines, so they stay. ``extra_args`` go to ``jupyter lab`` before
     env = dict(environ, JUPYTER_CONFIG_PATH=_first_on(str(config_dir / role), environ.get("JUPYTER_CONFIG_PATH")),
                PATH=_first_on(str(bin_dir), environ.get("PATH")))
     env.setdefault("JUPYTERLAB_WORKSPACES_DIR", str(workspaces_dir(role, environ)))  # one set by hand wins
-    argv = [str(jupyter), "lab", f"--ip={ip}", f"--port={port}", f"--ServerApp.root_dir={root}",
+    argv = [str(jupyter), "lab", f"--ip={ip}", f"--port={port}", f"--ServerApp.root_dir={served}",
             f"--LabApp.default_url=/lab/tree/{OPENS[role]}"]
     argv += [] if browser else ["--no-browser"]
     argv += ["--allow-root"] if _is_root() else []
     if not environ.get("JUPYTER_TOKEN"):   # jupyter prints its own token's URL in a warning-level block: the start-up lines can go
         argv += ["--ServerApp.log_level=WARN"]
-    argv += list(extra_args or []) + [str(root / OPENS[role])]
-    return LabLaunch(role, argv, env, root / WORKING_DIRS[role], OPENS[role])
+    argv += list(extra_args or []) + [str(served / OPENS[role])]
+    return LabLaunch(role, argv, env, served / WORKING_DIRS[role], OPENS[role], root, served)
 
 
 def exec_lab(launch: LabLaunch) -> None:
