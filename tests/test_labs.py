@@ -203,6 +203,7 @@ def test_the_instructors_steps_work_as_written(tmp_path):
     broken.cells.insert(2, crash)                                                     # ... and a cell that raises
     nbformat.write(broken, str(inbox / "carol.ipynb"))
     (inbox / "dave.ipynb").write_text("this is not a notebook")                      # cannot be read at all
+    (submissions / "roster.csv").write_text("student_id,first_name,last_name\nalice,Alice,Liddell\n")  # carol: not listed
     bin_dir = str(Path(sys.executable).parent)
     env = dict(os.environ, PATH=os.pathsep.join([bin_dir, os.environ.get("PATH", "")]),  # . .venv/bin/activate
                DELTALAB_SUBMISSIONS=str(submissions), DELTALAB_WORKDIR=str(tmp_path / "work"))
@@ -231,5 +232,10 @@ def test_the_instructors_steps_work_as_written(tmp_path):
         assert (row["check_footer_row_count"], row["check_column_range"], row["score"]) == (ex1, ex2, total), row
         assert row["max_score"] == "2"
     assert rows.get("dave", {}).get("score", "0") == "0"
+    # The formgrader's names: the roster's, else the id (nbgrader's own default shows "None, None").
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{repo / 'labs' / 'gradebook.db'}") as gradebook:
+        names = {student.id: (student.first_name, student.last_name) for student in gradebook.students}
+    assert names["alice"] == ("Alice", "Liddell") and names["carol"] == ("", "carol"), names
     feedback = repo / "labs" / "feedback" / "carol" / lab / f"{lab}.html"
     assert feedback.is_file() and "footer_row_count" in feedback.read_text(), "carol's feedback names the failed check"

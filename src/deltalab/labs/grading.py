@@ -143,6 +143,34 @@ def _autograde_one(course: Path, lab: str, student: str, work_root: Path) -> str
     return (errors or [line.strip() for line in done.stderr.splitlines() if line.strip()][-1:] or ["no message"])[0]
 
 
+#: The class list beside the labs' folders of submissions: ``student_id,first_name,last_name``.
+ROSTER_NAME = "roster.csv"
+
+
+def read_roster(path: Path) -> dict[str, tuple[str, str]]:
+    """``{student_id: (first_name, last_name)}`` from a roster CSV with those three columns."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"student_id", "first_name", "last_name"} - set(reader.fieldnames or [])
+        if missing:
+            raise DeltaLabError(f"{path} has no column {', '.join(sorted(missing))}",
+                                fix="Give the roster the header line student_id,first_name,last_name.")
+        return {row["student_id"].strip(): (row["first_name"].strip(), row["last_name"].strip())
+                for row in reader if (row.get("student_id") or "").strip()}
+
+
+def name_students(course: Path, students: list[str], roster: Path | None) -> None:
+    """Put ``students`` in the gradebook with names, so that the formgrader does not list them as
+    "None, None": the roster's, else the id as the last name (the formgrader shows "last, first")."""
+    from nbgrader.api import Gradebook
+
+    names = read_roster(roster) if roster is not None and roster.is_file() else {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in students:
+            first, last = names.get(student, ("", student))
+            gradebook.update_or_create_student(student, first_name=first, last_name=last)
+
+
 def print_grades(csv_path: Path) -> None:
     """The grades CSV as a table on the terminal: one row per student, one column per check."""
     with csv_path.open(newline="") as handle:
@@ -186,6 +214,7 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
     grading_root = Path(tempfile.mkdtemp(prefix="deltalab-grading-"))
     try:
         _run_step(course, ("generate_assignment", lab, "--force"), grading_root, lab)
+        name_students(course, [file.stem for file in files], folder.parent / ROSTER_NAME)
         print(f"Grading {len(files)} submission(s) of {lab}: a fresh kernel and Spark each, about a minute apiece.",
               flush=True)
         for number, file in enumerate(files, 1):
