@@ -39,8 +39,16 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	cp src/deltalab/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
+# The kernels' settings ({sys.prefix}/etc/ipython, which every IPython kernel of this venv reads):
+# warnings only at ERROR, so that papermill, nbval and JupyterLab do not print ipykernel's "running
+# over TCP without encryption" (the kernels listen on 127.0.0.1 only) nor "KeyboardInterrupt caught".
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.json
+$(KERNEL_CONFIG): src/deltalab/ipython_kernel_config.json $(VENV)/.installed
+	@mkdir -p $(@D)
+	@cp $< $@
+
 # The virtual environment from the pins, then Delta's jars (downloaded once, offline afterwards).
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(KERNEL_CONFIG)
 	@$(PY) -m deltalab fetch-jars
 	@$(PY) -m deltalab doctor
 
@@ -50,7 +58,7 @@ setup: $(VENV)/.installed
 # venv's bin/ on PATH, and opens the role's index. A JUPYTER_TOKEN set here reaches jupyter through
 # the environment, never the command line; without one, jupyter prints the one it made.
 # Quiet when all is ready: the jar and doctor lines appear only when something is downloaded or wrong.
-lab: $(VENV)/.installed
+lab: $(VENV)/.installed $(KERNEL_CONFIG)
 	@$(PY) -m deltalab fetch-jars --quiet
 	@$(PY) -m deltalab doctor --quiet
 	@echo "Starting JupyterLab for the $(ROLE) on 127.0.0.1 port $(PORT): open the URL it prints below (its token, or the JUPYTER_TOKEN you set)."

@@ -37,6 +37,11 @@ def test_a_value_outside_the_range_names_the_range(value, bounds):
         check_parameters({"states": value}, states=(int, 2, 50))
 
 
+def test_a_negative_value_is_told_the_range_when_there_is_one():
+    with pytest.raises(DeltaLabError, match=r"The parameter rows is -3, outside this notebook's range for it \(at least 2\)"):
+        check_parameters({"rows": -3}, rows=(int, 2, None))
+
+
 def test_open_ranges_and_their_description():
     check_parameters({"files": 10_000, "ratio": 0.5}, files=(int, 2, None), ratio=(float, None, 1.0))
     with pytest.raises(DeltaLabError, match=r"outside this notebook's range for it \(at least 2\)"):

@@ -74,7 +74,7 @@ def check_parameters(namespace: Mapping[str, Any], **expected: ParameterSpec) ->
                 f"The parameter {name} must be {kind.__name__}, but it is {value!r} ({type(value).__name__}).",
                 fix=f"Pass a {kind.__name__}, e.g. papermill -p {name} <value> (papermill reads numbers as numbers).",
             )
-        if kind is int and value < 0:
+        if kind is int and value < 0 and not (isinstance(spec, tuple) and spec[1] is not None):  # a range says more
             raise DeltaLabError(f"The parameter {name} must be 0 or more, but it is {value}.", fix=f"Pass a non-negative {name}.")
         if isinstance(spec, tuple):
             _, low, high = spec
