@@ -11,6 +11,7 @@ import copy
 import csv
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -23,6 +24,11 @@ import pytest
 pytest.importorskip("nbgrader", reason="the labs need the `labs` extra: pip install -e '.[labs]'")
 
 from lab_testing import assert_plain_failure, check_results, generate_student_versions, run_in_process  # noqa: E402
+
+#: The seed of the tables the checks generate, drawn once per run of the suite and shared by the
+#: solution's run and the student version's (a check that passes or fails there fails or passes on
+#: the same tables, and tables a lab builds once per seed and process are not built twice).
+RUN_SEED = random.SystemRandom().randrange(1, 2**31)
 
 LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
 LABS = sorted(p.name for p in (LABS_DIR / "source").iterdir() if p.is_dir())
@@ -95,7 +101,8 @@ def test_student_versions_are_up_to_date(tmp_path):
 
 
 @pytest.mark.parametrize("lab", LABS)
-def test_solution_passes_every_check(spark, lab):
+def test_solution_passes_every_check(spark, lab, seeded):
+    seeded(RUN_SEED)
     runs = run_in_process(source(lab))
     errors = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None]
     assert not errors, f"{lab}: cells of the solution raised: {errors}"
@@ -107,7 +114,7 @@ def test_solution_passes_every_check(spark, lab):
 
 
 @pytest.mark.parametrize("lab", LABS)
-def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_friendly_message(spark, lab):
+def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_friendly_message(spark, lab, seeded):
     """The student version with its first exercise solved, run once, then that exercise's stub put back.
 
     Checks: only check cells fail; the solved exercise's check passes; every other check fails with
@@ -115,6 +122,7 @@ def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_fri
     same namespace, fails that check the same way. One run of the lab's setup cells instead of two
     (an unmodified run and a one-solved run), which are most of a lab run's time.
     """
+    seeded(RUN_SEED)
     solved = exercises(lab)[0]
     namespace: dict = {"__name__": "__main__"}
     runs = run_in_process(with_solutions(lab, {solved}), namespace)
@@ -221,6 +229,7 @@ def test_the_instructors_steps_work_as_written(tmp_path):
     grading = said[f"python -m deltalab grade {lab}"]
     assert "[1/3] alice: graded" in grading and "[2/3] carol: graded" in grading, grading
     assert "[3/3] dave: not graded" in grading, "the unreadable submission is reported"
+    assert re.search(r"the checks' tables of seed \d+ \(DELTALAB_CHECK_SEED=\d+", grading), grading
     assert re.search(r"alice\s+1\s+1\s+2\s+2", grading) and re.search(r"carol\s+0\s+1\s+1\s+2", grading), grading
     out = repo / "labs" / "grades" / f"{lab}.csv"
     with out.open() as handle:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from deltalab.errors import DeltaLabError
+from deltalab.labs.harness import SEED_ENV, check_seed
 
 try:  # nbgrader is only installed with the `labs` extra
     from nbgrader.api import Gradebook, MissingEntry
@@ -98,11 +99,13 @@ def _number(value: float | None) -> str:
 # One command: folder of submissions -> CSV
 # --------------------------------------------------------------------------------------------
 
-def _nbgrader(course: Path, *args: str, work_root: Path | None = None) -> subprocess.CompletedProcess:
+def _nbgrader(course: Path, *args: str, work_root: Path | None = None, seed: int | None = None) -> subprocess.CompletedProcess:
     # nbgrader runs `alembic` (its database migrations) by name: put this Python's bin/ first.
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     if work_root is not None:
         env["DELTALAB_WORKDIR"] = str(work_root)
+    if seed is not None:
+        env[SEED_ENV] = str(seed)
     return subprocess.run(
         [sys.executable, "-m", "nbgrader", *args], cwd=course, text=True, capture_output=True, env=env
     )
@@ -134,9 +137,10 @@ def submissions_folder(lab: str, environ: Mapping[str, str] | None = None) -> Pa
     return Path(root).expanduser() / lab
 
 
-def _autograde_one(course: Path, lab: str, student: str, work_root: Path) -> str | None:
+def _autograde_one(course: Path, lab: str, student: str, work_root: Path, seed: int) -> str | None:
     """Autograde one student's submission; None when it was graded, else nbgrader's reason."""
-    done = _nbgrader(course, "autograde", lab, f"--student={student}", "--create", "--force", work_root=work_root)
+    done = _nbgrader(course, "autograde", lab, f"--student={student}", "--create", "--force", work_root=work_root,
+                     seed=seed)
     if done.returncode == 0:
         return None
     errors = [line.strip() for line in done.stderr.splitlines() if "There was an error processing" in line]
@@ -215,11 +219,14 @@ def grade_folder(lab: str, folder: Path, course: Path, out: Path | None = None) 
     try:
         _run_step(course, ("generate_assignment", lab, "--force"), grading_root, lab)
         name_students(course, [file.stem for file in files], folder.parent / ROSTER_NAME)
-        print(f"Grading {len(files)} submission(s) of {lab}: a fresh kernel and Spark each, about a minute apiece.",
-              flush=True)
+        # One seed for the whole class: every submission is checked on the same generated tables
+        # (fair, and each kernel builds them once for all its checks, not once per check).
+        seed = check_seed()
+        print(f"Grading {len(files)} submission(s) of {lab}: a fresh kernel and Spark each, about a minute apiece; "
+              f"the checks' tables of seed {seed} ({SEED_ENV}={seed} builds them again).", flush=True)
         for number, file in enumerate(files, 1):
             started = time.monotonic()
-            problem = _autograde_one(course, lab, file.stem, grading_root)
+            problem = _autograde_one(course, lab, file.stem, grading_root, seed)
             outcome = "graded" if problem is None else f"not graded: {problem}"
             print(f"[{number}/{len(files)}] {file.stem}: {outcome} ({time.monotonic() - started:.0f} s)", flush=True)
     finally:
