@@ -24,7 +24,7 @@ from deltalab.labs.harness import SEED_ENV, fresh_dir
 from deltalab.labs.lab02_log import check_active_files, check_table_version
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
-from lab_testing import solution_seeds
+from lab_testing import solution_seeds, stub
 
 #: Each run covers deletion vectors (add before remove in one commit; a checkpoint's add ended by a
 #: later JSON remove), partition values a path must encode, cleaned-up commits and a commit Spark
@@ -70,10 +70,6 @@ def replay(table_path: str, version: int, key=dv_key, use_checkpoint: bool = Tru
 def active_files(table_path: str, version: int) -> set[str]:
     """A right answer to exercise 2 (the lab's solution)."""
     return {unquote(path) for path in replay(table_path, version).values()}
-
-
-def stub(*args):
-    raise NotImplementedError()
 
 
 def by_path(action: dict) -> str:

@@ -20,7 +20,7 @@ from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab04_time_travel import check_vacuum_deletes, check_version_as_of
 from deltalab.log import deletion_vector_file, replay_log
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds
+from lab_testing import solution_namespace, solution_seeds, stub
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab04_time_travel" / "lab04_time_travel.ipynb"
 #: 7: commits before a checkpoint cleaned up, two commit files older than the one before, VACUUM with RETAIN 24
@@ -32,10 +32,6 @@ SEEDS = (7, 19, 22)
 @pytest.fixture(scope="module")
 def solution() -> dict:
     return solution_namespace(SOURCE, ("setup", "version_as_of", "vacuum_deletes"))
-
-
-def stub(*args):
-    raise NotImplementedError()
 
 
 @pytest.mark.parametrize("seed", solution_seeds(SEEDS))

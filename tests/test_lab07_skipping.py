@@ -20,7 +20,7 @@ from deltalab.labs.lab07_skipping import check_files_to_read, check_stats_column
 from deltalab.log import replay_log
 from deltalab.skipping import scan_metrics
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds
+from lab_testing import solution_namespace, solution_seeds, stub
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab07_skipping" / "lab07_skipping.ipynb"
 #: 2: a table partitioned by strings with a NULL partition, deletion vectors and a checkpoint; 13: by an
@@ -35,10 +35,6 @@ LISTED_SEED, COUNTED_SEED = 1, 27
 @pytest.fixture(scope="module")
 def solution() -> dict:
     return solution_namespace(SOURCE, ("setup", "files_to_read", "stats_columns"))
-
-
-def stub(*args):
-    raise NotImplementedError()
 
 
 def partition_column(path: str) -> str:

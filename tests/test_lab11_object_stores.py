@@ -17,7 +17,7 @@ import pytest
 from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab11_object_stores import check_commit, check_current_version
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds
+from lab_testing import solution_namespace, solution_seeds, stub
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab11_object_stores" / "lab11_object_stores.ipynb"
 #: 3: a checkpoint, a checkpoint with the commits before it cleaned up, delta-rs commits two versions while the
@@ -32,12 +32,9 @@ def solution() -> dict:
 
 
 @pytest.fixture
-def seeded(monkeypatch):
+def at_test_seed(monkeypatch):
+    """The checks' tables of TEST_SEED for one test."""
     monkeypatch.setenv(SEED_ENV, str(TEST_SEED))
-
-
-def stub(*args):
-    raise NotImplementedError()
 
 
 @pytest.mark.parametrize("seed", solution_seeds(SEEDS))
@@ -49,7 +46,7 @@ def test_lab11_the_solution_passes_at_seeds_that_cover_the_edge_cases(solution, 
     assert [line.split(":")[0] for line in out] == ["✓ current_version", "✓ commit"], out
 
 
-def test_lab11_the_stubs_are_not_written_yet(seeded):
+def test_lab11_the_stubs_are_not_written_yet(at_test_seed):
     assert "current_version is not written yet" in failure(check_current_version, stub)
     assert "commit is not written yet" in failure(check_commit, stub)
 
@@ -60,13 +57,13 @@ def commit_versions(s3, bucket, table):
     return [int(name[:20]) for name in names if len(name) == 25 and name.endswith(".json")]
 
 
-def test_lab11_a_long_log_needs_every_page_of_the_list(seeded):
+def test_lab11_a_long_log_needs_every_page_of_the_list(at_test_seed):
     message = failure(check_current_version, lambda s3, bucket, table: max(commit_versions(s3, bucket, table)))
     assert "more than 1000 objects" in message and "NextContinuationToken" in message, message
     assert "below the version delta-rs loads" in message, message
 
 
-def test_lab11_the_last_key_is_not_always_a_commit(seeded):
+def test_lab11_the_last_key_is_not_always_a_commit(at_test_seed):
     def last_key(s3, bucket, table):
         keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=f"{table}/_delta_log/")["Contents"]]
         return int(keys[-1].rsplit("/", 1)[1][:20])
@@ -91,7 +88,7 @@ def key(table, version):
     return f"{table}/_delta_log/{version:020d}.json"
 
 
-def test_lab11_a_plain_put_replaces_another_writers_commit(seeded):
+def test_lab11_a_plain_put_replaces_another_writers_commit(at_test_seed):
     def plain_put(s3, bucket, table, actions):
         version = paged_latest(s3, bucket, table) + 1
         s3.put_object(Bucket=bucket, Key=key(table, version), Body=body(actions))
@@ -101,7 +98,7 @@ def test_lab11_a_plain_put_replaces_another_writers_commit(seeded):
     assert "a writer replaced it" in message and "IfNoneMatch='*'" in message, message
 
 
-def test_lab11_a_refusal_is_caught_and_retried(seeded):
+def test_lab11_a_refusal_is_caught_and_retried(at_test_seed):
     def no_retry(s3, bucket, table, actions):
         version = paged_latest(s3, bucket, table) + 1
         s3.put_object(Bucket=bucket, Key=key(table, version), Body=body(actions), IfNoneMatch="*")
@@ -111,7 +108,7 @@ def test_lab11_a_refusal_is_caught_and_retried(seeded):
     assert "raised ClientError" in message and "PreconditionFailed" in message and "read the log again" in message, message
 
 
-def test_lab11_after_a_refusal_the_log_is_read_again(seeded):
+def test_lab11_after_a_refusal_the_log_is_read_again(at_test_seed):
     def guess_the_next(s3, bucket, table, actions):
         version = paged_latest(s3, bucket, table) + 1
         while True:
@@ -125,7 +122,7 @@ def test_lab11_after_a_refusal_the_log_is_read_again(seeded):
     assert "refused 2 times" in message and "do not guess" in message, message
 
 
-def test_lab11_commit_returns_the_version_it_wrote(seeded):
+def test_lab11_commit_returns_the_version_it_wrote(at_test_seed):
     def returns_nothing(s3, bucket, table, actions):
         version = paged_latest(s3, bucket, table) + 1
         s3.put_object(Bucket=bucket, Key=key(table, version), Body=body(actions), IfNoneMatch="*")
@@ -133,7 +130,7 @@ def test_lab11_commit_returns_the_version_it_wrote(seeded):
     assert "it must return the version it wrote" in failure(check_commit, returns_nothing)
 
 
-def test_lab11_the_commit_file_holds_one_action_per_line(seeded):
+def test_lab11_the_commit_file_holds_one_action_per_line(at_test_seed):
     def one_json_array(s3, bucket, table, actions):
         version = paged_latest(s3, bucket, table) + 1
         s3.put_object(Bucket=bucket, Key=key(table, version), Body=json.dumps(actions).encode(), IfNoneMatch="*")
@@ -143,7 +140,7 @@ def test_lab11_the_commit_file_holds_one_action_per_line(seeded):
     assert "one JSON object per line" in message, message
 
 
-def test_lab11_a_commit_at_a_fixed_version_fails_with_a_sentence(seeded):
+def test_lab11_a_commit_at_a_fixed_version_fails_with_a_sentence(at_test_seed):
     def at_version_two(s3, bucket, table, actions):
         s3.put_object(Bucket=bucket, Key=key(table, 2), Body=body(actions), IfNoneMatch="*")
         return 2
@@ -152,7 +149,7 @@ def test_lab11_a_commit_at_a_fixed_version_fails_with_a_sentence(seeded):
     assert "commit" in message and ("latest version read from the log + 1" in message or "raised ClientError" in message), message
 
 
-def test_lab11_a_listing_of_the_whole_bucket_is_not_the_tables(seeded):
+def test_lab11_a_listing_of_the_whole_bucket_is_not_the_tables(at_test_seed):
     def every_table(s3, bucket, table):
         keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix="versions_")["Contents"]]
         return max(int(k.rsplit("/", 1)[1][:20]) for k in keys if k.endswith(".json") and k.rsplit("/", 1)[1][:20].isdigit())

@@ -23,7 +23,7 @@ from deltalab.labs.lab12_engines import (DELTA_RS_READS, DELTA_RS_WRITES, check_
                                          check_read_with_delta_rs)
 from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds
+from lab_testing import solution_namespace, solution_seeds, stub
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab12_engines" / "lab12_engines.ipynb"
 #: Every run has a reader 1 / writer 6 table, deletion vectors and type widening turned on after the first commit,
@@ -40,12 +40,9 @@ def solution() -> dict:
 
 
 @pytest.fixture
-def seeded(monkeypatch):
+def at_test_seed(monkeypatch):
+    """The checks' tables of TEST_SEED for one test."""
     monkeypatch.setenv(SEED_ENV, str(TEST_SEED))
-
-
-def stub(*args):
-    raise NotImplementedError()
 
 
 @pytest.mark.parametrize("seed", solution_seeds(SEEDS))
@@ -58,13 +55,13 @@ def test_lab12_the_solution_passes_at_seeds_that_cover_the_edge_cases(spark, sol
     assert [line.split(":")[0] for line in out] == ["✓ features_needed", "✓ delta_rs_can", "✓ read_with_delta_rs"], out
 
 
-def test_lab12_the_stubs_are_not_written_yet(spark, seeded):
+def test_lab12_the_stubs_are_not_written_yet(spark, at_test_seed):
     assert "features_needed is not written yet" in failure(check_features_needed, stub)
     assert "delta_rs_can is not written yet" in failure(check_delta_rs_can, stub)
     assert "read_with_delta_rs is not written yet" in failure(check_read_with_delta_rs, stub)
 
 
-def test_lab12_the_test_seed_has_the_tables_the_wrong_answers_need(spark, seeded):
+def test_lab12_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
     protocols = [table.protocols[-1] for table in lab.engine_tables(spark, TEST_SEED)]
     assert {"minReaderVersion": 1, "minWriterVersion": 6} in protocols
     assert any(p["minReaderVersion"] == 2 and p["minWriterVersion"] == 7 for p in protocols)
@@ -111,7 +108,7 @@ def listed(protocol):
     return set(protocol.get("readerFeatures") or []) | set(protocol.get("writerFeatures") or [])
 
 
-def test_lab12_column_mapping_needs_reader_2_as_well_as_writer_5(spark, seeded):
+def test_lab12_column_mapping_needs_reader_2_as_well_as_writer_5(spark, at_test_seed):
     def by_writer_version_only(protocol, to):
         if protocol["minWriterVersion"] >= 7:
             features = listed(protocol)
@@ -123,7 +120,7 @@ def test_lab12_column_mapping_needs_reader_2_as_well_as_writer_5(spark, seeded):
     assert "{reader 1, writer 6}" in message and "columnMapping needs reader 2 and writer 5" in message, message
 
 
-def test_lab12_writer_only_features_are_not_needed_to_read(spark, seeded):
+def test_lab12_writer_only_features_are_not_needed_to_read(spark, at_test_seed):
     def everything(protocol, to):
         if protocol["minWriterVersion"] >= 7:
             return listed(protocol)
@@ -133,7 +130,7 @@ def test_lab12_writer_only_features_are_not_needed_to_read(spark, seeded):
     assert "'read') has" in message and "not needed" in message and "writer-only features" in message, message
 
 
-def test_lab12_legacy_versions_imply_their_bundles(spark, seeded):
+def test_lab12_legacy_versions_imply_their_bundles(spark, at_test_seed):
     def lists_only(protocol, to):
         return listed(protocol) & READER_WRITER if to == "read" else listed(protocol)
 
@@ -141,7 +138,7 @@ def test_lab12_legacy_versions_imply_their_bundles(spark, seeded):
     assert "missing" in message and "cumulative" in message, message
 
 
-def test_lab12_reader_2_with_writer_7_has_column_mapping_in_writer_features_only(spark, seeded):
+def test_lab12_reader_2_with_writer_7_has_column_mapping_in_writer_features_only(spark, at_test_seed):
     def reader_list_for_reading(protocol, to):
         legacy = {n for n, (r, w) in LEGACY.items() if protocol["minReaderVersion"] >= r and protocol["minWriterVersion"] >= w}
         if protocol["minWriterVersion"] < 7:
@@ -155,7 +152,7 @@ def test_lab12_reader_2_with_writer_7_has_column_mapping_in_writer_features_only
 # --------------------------------------------------------------------------------- delta_rs_can
 
 
-def test_lab12_the_pyarrow_paths_list_is_not_scans(spark, seeded, solution):
+def test_lab12_the_pyarrow_paths_list_is_not_scans(spark, at_test_seed, solution):
     from deltalake.table import SUPPORTED_READER_FEATURES
 
     needed = solution["features_needed"]
@@ -168,7 +165,7 @@ def test_lab12_the_pyarrow_paths_list_is_not_scans(spark, seeded, solution):
     assert "delta_rs_can says read no, but DeltaTable(path).scan() reads it" in message, message
 
 
-def test_lab12_a_legacy_writer_version_can_stop_delta_rs_writing(spark, seeded):
+def test_lab12_a_legacy_writer_version_can_stop_delta_rs_writing(spark, at_test_seed):
     def lists_only(protocol):
         return {"read": set(protocol.get("readerFeatures") or []) <= DELTA_RS_READS,
                 "write": listed(protocol) <= DELTA_RS_WRITES}
@@ -177,14 +174,14 @@ def test_lab12_a_legacy_writer_version_can_stop_delta_rs_writing(spark, seeded):
     assert "write yes, but write_deltalake refuses" in message and "identityColumns" in message, message
 
 
-def test_lab12_delta_rs_can_must_return_two_booleans(spark, seeded):
+def test_lab12_delta_rs_can_must_return_two_booleans(spark, at_test_seed):
     assert "it must return {'read': bool, 'write': bool}" in failure(check_delta_rs_can, lambda protocol: (True, True))
 
 
 # ---------------------------------------------------------------------------- read_with_delta_rs
 
 
-def test_lab12_the_pyarrow_path_fails_where_scan_reads_right(spark, seeded):
+def test_lab12_the_pyarrow_path_fails_where_scan_reads_right(spark, at_test_seed):
     def pyarrow_path(path, version):
         try:
             return DeltaTable(path, version=version).to_pyarrow_table()
@@ -195,7 +192,7 @@ def test_lab12_the_pyarrow_path_fails_where_scan_reads_right(spark, seeded):
     assert ("which delta-rs can read right" in message and "scan()" in message) or "null" in message, message
 
 
-def test_lab12_column_mapping_on_the_pyarrow_path_reads_nulls(spark, seeded):
+def test_lab12_column_mapping_on_the_pyarrow_path_reads_nulls(spark, at_test_seed):
     def pyarrow_where_it_lets_through(path, version):
         table = DeltaTable(path, version=version)
         try:
@@ -210,7 +207,7 @@ def test_lab12_column_mapping_on_the_pyarrow_path_reads_nulls(spark, seeded):
     assert "column mapping" in message and "every value came back null" in message, message
 
 
-def test_lab12_the_version_asked_is_read(spark, seeded):
+def test_lab12_the_version_asked_is_read(spark, at_test_seed):
     def latest(path, version):
         try:
             return pa.table(DeltaTable(path).scan())
@@ -221,12 +218,12 @@ def test_lab12_the_version_asked_is_read(spark, seeded):
     assert "read the version asked" in message and "version 0" in message, message
 
 
-def test_lab12_a_refusal_is_none_and_not_an_error(spark, seeded):
+def test_lab12_a_refusal_is_none_and_not_an_error(spark, at_test_seed):
     message = failure(check_read_with_delta_rs, lambda path, version: pa.table(DeltaTable(path, version=version).scan()))
     assert "widened" in message and "raised" in message, message
 
 
-def test_lab12_reading_with_spark_is_refused(spark, seeded):
+def test_lab12_reading_with_spark_is_refused(spark, at_test_seed):
     def spark_rows_anywhere(path, version):
         return spark.read.format("delta").option("versionAsOf", version).load(path).toArrow()
 
@@ -234,7 +231,7 @@ def test_lab12_reading_with_spark_is_refused(spark, seeded):
     assert "ran Spark jobs" in message, message
 
 
-def test_lab12_each_version_is_read_under_its_own_protocol(spark, seeded):
+def test_lab12_each_version_is_read_under_its_own_protocol(spark, at_test_seed):
     def by_latest_protocol(path, version):
         latest = DeltaTable(path).protocol()
         if not set(latest.reader_features or []) <= DELTA_RS_READS:

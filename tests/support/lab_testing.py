@@ -108,6 +108,11 @@ def assert_plain_failure(error: BaseException | None, where: str = "") -> str:
     return message
 
 
+def stub(*args):
+    """An exercise as the student version has it: not written yet."""
+    raise NotImplementedError()
+
+
 def check_failure(check, answer) -> str:
     """The message of the ``CheckFailed`` that ``check(answer)`` raises, checked by :func:`assert_plain_failure`."""
     import pytest
