@@ -112,10 +112,12 @@ fi
 
 # --- 3. nbval suite inside the container --------------------------------------------------
 t=$(now)
-log "nbval over notebooks/ in the container (non-root, --network=none)"
+log "nbval over notebooks/ and the labs' solutions in the container (non-root, --network=none)"
 # The image's test, docker/test-image.sh (also `make -C docker test`): non-root, network off, the
-# class archive found by `deltalab doctor`, then pytest -n WORKERS over notebooks/.
+# class archive found by `deltalab doctor`, then pytest -n WORKERS over notebooks/, then over the
+# labs' solutions, which only this run mounts (read-only): the image carries the student versions only.
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
+    -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
     -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" "$IMAGE" deltalab-test-image \
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))
@@ -152,6 +154,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$url/lab?token=$token")
 served=$(podman exec "$name" python -c 'import json, os; print(json.load(open(os.path.join(os.environ["DELTALAB_LEARNER_DIR"], "notebooks", "00_hello_delta.ipynb")))["cells"][-1].get("outputs"))') \
     || { podman logs "$name" >&2; die "the learner's copy of the course was not made in the container"; }
 [ "$served" = "[]" ] || die "the learner's copy of notebook 00 in the container has outputs: $served"
+podman exec "$name" sh -c 'test -f "$DELTALAB_LEARNER_DIR/labs/lab02_log/lab02_log.ipynb" && test ! -e "$DELTALAB_LEARNER_DIR/labs/source"' \
+    || die "the learner's copy of the course in the container lacks the labs' student versions, or has their sources"
 curl -fsS -H "Authorization: token $token" "$url/api/contents/notebooks/00_hello_delta.ipynb" \
     | python3 -c 'import json, sys; cells = json.load(sys.stdin)["content"]["cells"]; sys.exit(any(c.get("outputs") for c in cells))' \
     || die "JupyterLab in the container serves notebook 00 with outputs: not the learner's copy"

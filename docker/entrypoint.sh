@@ -17,7 +17,8 @@ case "$role" in
     lab)
         # python -m deltalab lab (src/deltalab/jupyterlab.py, as `make lab` runs it) puts the role's
         # Jupyter settings ($DELTALAB_JUPYTER_CONFIG/<role>, copied by the Dockerfile) first on
-        # JUPYTER_CONFIG_PATH, serves $DELTALAB_COURSE_DIR and starts the instructor in labs/.
+        # JUPYTER_CONFIG_PATH, serves the learner's copy of $DELTALAB_COURSE_DIR ($DELTALAB_LEARNER_DIR,
+        # made or brought up to date first) and starts the instructor in labs/.
         # --check first: an unknown role, or an instructor without nbgrader or the labs, stops
         # here with the fix, before a token is made; it prints the file the role opens.
         jupyter_role="${DELTALAB_ROLE:-learner}"
