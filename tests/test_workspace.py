@@ -135,3 +135,23 @@ def test_the_command_line_updates_resets_and_says_where(course, tmp_path):
     assert missing.returncode == 2 and "reset needs the files" in missing.stderr, missing
     wrong = run("reset", "notebooks/nope.ipynb")
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr and "not a file of" in wrong.stderr, wrong
+
+
+def test_the_readmes_make_commands_exist_and_make_reset_works(tmp_path):
+    """README.md's first commands, as a learner pastes them: each is a target of the Makefile
+    (make -n), and `make reset NB=...` gives back the course's notebook in the learner's copy."""
+    text = (REPO / "README.md").read_text()
+    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.startswith("    make ")]
+    assert "make lab" in commands and "make test" in commands and any(c.startswith("make reset NB=") for c in commands)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "DELTALAB_LEARNER_DIR": str(tmp_path / "mine")}
+    for command in commands:
+        dry = subprocess.run(["make", "-n", "--no-print-directory", *command.split()[1:]], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert dry.returncode == 0, f"`{command}` is not a make command here:\n{dry.stderr}"
+    reset = next(c for c in commands if c.startswith("make reset NB="))
+    done = subprocess.run(reset.split(), cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    notebook = tmp_path / "mine" / reset.split("NB=")[1]
+    assert done.returncode == 0 and notebook.is_file() and _outputs(notebook) == 0, done.stdout + done.stderr
+    refused = subprocess.run(["make", "reset"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "make reset needs the file" in refused.stderr, refused.stderr
