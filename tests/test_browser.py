@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from course_testing import require
+from course_testing import checkout_copy, require
 from deltalab.jupyterlab import JUPYTER_CONFIG_ENV, OPENS, WORKING_DIRS, lab_launch
 from deltalab.processes import free_loopback_port
 
@@ -53,8 +53,6 @@ RUN_TIMEOUT_MS = 300_000
 LOAD_TIMEOUT_MS = 120_000
 KERNEL_IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")  # the status bar, once the kernel is up
 
-# The committed part of labs/ (labs/README.md): what an instructor's checkout holds.
-LABS_COMMITTED = ["source", "release", "nbgrader_config.py", "README.md"]
 # The request JupyterLab's news plugin makes when it starts (for its config section).
 NEWS_PLUGIN_CONFIG = "/api/config/jupyterlabapputilsextensionannouncements"
 NEWS_PROMPT = "official Jupyter news"
@@ -86,19 +84,6 @@ def _artifacts() -> Path:
     directory = Path(os.environ.get("DELTALAB_ARTIFACTS") or REPO / ".artifacts")
     directory.mkdir(parents=True, exist_ok=True)
     return directory
-
-
-def _course_copy(root: Path) -> None:
-    """notebooks/ and the committed part of labs/, as in a fresh checkout."""
-    skip = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
-    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=skip)
-    for name in LABS_COMMITTED:
-        source = REPO / "labs" / name
-        if source.is_dir():
-            shutil.copytree(source, root / "labs" / name, ignore=skip)
-        else:
-            (root / "labs").mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / "labs" / name)
 
 
 def _user_settings(settings: Path) -> None:
@@ -151,7 +136,7 @@ def _serve(role: str, tmp: Path) -> Iterator[Lab]:
     jupyter = Path(sys.executable).with_name("jupyter")
     require(jupyter.exists(), f"no jupyter next to {sys.executable} (run make setup)")
     root = tmp / "course"
-    _course_copy(root)
+    checkout_copy(root)
     _user_settings(tmp / "lab-settings")
     port, token = free_loopback_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_TOKEN=token,  # as `make lab JUPYTER_TOKEN=...` hands it on

@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_testing import checkout_copy
 from deltalab.errors import DeltaLabError
 from deltalab.workspace import MANIFEST_NAME, course_files, learner_dir, reset_file, update_workspace
 
@@ -20,12 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def course(tmp_path) -> Path:
-    """A copy of the repository's notebooks/ and labs/ (what a checkout has)."""
-    root = tmp_path / "course"
-    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    shutil.copytree(REPO / "labs", root / "labs", ignore=shutil.ignore_patterns(
-        ".ipynb_checkpoints", "gradebook.db", "submitted", "autograded", "feedback", "grades"))
-    return root
+    """notebooks/ and labs/ as a checkout has them."""
+    return checkout_copy(tmp_path / "course")
 
 
 def _outputs(path: Path) -> int:

@@ -7,6 +7,7 @@ A uniquely named module on the suite's path (``pythonpath`` in pyproject.toml), 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,21 @@ def require(condition: bool, reason: str) -> None:
 def addr_state_table(spark, path, rows=(("CA", 1), ("NY", 2))) -> None:
     """A one-file Delta table ``(addr_state STRING, count BIGINT)`` at ``path``, two rows unless told."""
     spark.createDataFrame(list(rows), "addr_state STRING, count BIGINT").coalesce(1).write.format("delta").save(str(path))
+
+
+# The committed part of labs/ (labs/README.md): what an instructor's checkout holds.
+LABS_COMMITTED = ["source", "release", "nbgrader_config.py", "README.md"]
+
+
+def checkout_copy(root: Path) -> Path:
+    """notebooks/ and the committed part of labs/ at ``root``, as in a fresh checkout."""
+    skip = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=skip)
+    for name in LABS_COMMITTED:
+        source = REPO / "labs" / name
+        if source.is_dir():
+            shutil.copytree(source, root / "labs" / name, ignore=skip)
+        else:
+            (root / "labs").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / "labs" / name)
+    return root
