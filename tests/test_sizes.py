@@ -50,6 +50,10 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
                          "larger": {"rows_first": 300, "rows_writer_1": 400, "rows_writer_2": 500, "commits_timed": 8,
                                     "commits_after_checkpoint": 5}},
     "12_other_engines": {"smallest": {"rows": 20}, "larger": {"rows": 5000, "seed": 1}},
+    "13_liquid_clustering": {"smallest": {"num_files": 64, "rows_per_file": 200, "lookups_per_column": 20,
+                                          "events_rows": 8000, "events_files": 4},
+                             "larger": {"num_files": 150, "rows_per_file": 2000, "lookups_per_column": 80,
+                                        "events_rows": 200_000, "events_files": 16, "seed": 1}},
 }
 
 

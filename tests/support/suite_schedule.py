@@ -45,6 +45,7 @@ SECONDS_PER_SCOPE = {
     "notebooks/07_data_skipping.ipynb": 40,
     "notebooks/04_time_travel_and_vacuum.ipynb": 38,
     "notebooks/12_other_engines.ipynb": 50,
+    "notebooks/13_liquid_clustering.ipynb": 60,  # estimated when it was added, from its own run
     "tests/test_robustness.py": 35,
     "tests/test_lab02_log.py": 10,
 }
