@@ -1,0 +1,427 @@
+"""Lab 13 (liquid clustering): a table's clustering columns from its log, and the files the next OPTIMIZE rewrites.
+
+``check_clustering_columns`` compares the learner's ``clustering_columns(path)`` with the clustering columns
+``DESCRIBE DETAIL`` reports, on the lab's example and on tables generated for the run (:func:`keys_tables`):
+``CLUSTER BY`` one or two columns drawn, column mapping on or off, a clustering column renamed, the keys
+changed by ``ALTER TABLE ... CLUSTER BY`` once or twice or removed (``CLUSTER BY NONE``), clustering turned
+on for an existing table, a table never clustered, a checkpoint after the last change or not, and the
+commits before that checkpoint cleaned up. The answer must come from the log alone: no Spark, no course
+reader, nothing written.
+
+``check_optimize_rewrites`` compares ``optimize_rewrites(path, threshold)`` with the files a real ``OPTIMIZE``
+removes from a copy of the table when ``spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold``
+is ``threshold`` (:func:`rewrite_tables`): ZCubes of several sizes from OPTIMIZEs run with the threshold
+lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, and thresholds
+drawn around the cubes' sizes (0, exactly a cube's size, one byte more, the 100 GiB default). It refuses an
+answer that runs Spark (OPTIMIZE on a copy would be the check's own answer) or changes the table.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from deltalab.labs.harness import (CheckFailed, Watched, build_once, call_student, calls_watched, check_seed,
+                                   clean_up_commits, course_log_readers, fresh_dir, lab_spark, passed, short_repr)
+from deltalab.log import latest_version, read_log, replay_log
+from deltalab.session import temporary_conf
+
+__all__ = ["CheckFailed", "DEFAULT_THRESHOLD", "THRESHOLD_SETTING", "check_clustering_columns",
+           "check_optimize_rewrites", "keys_tables", "rewrite_tables"]
+
+THRESHOLD_SETTING = "spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold"
+#: The setting's default in Delta 4.4: 100 times the 1 GiB ``optimize.maxFileSize``.
+DEFAULT_THRESHOLD = 100 * 1024**3
+MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+
+SCHEMA = "id BIGINT, city STRING, amount INT, day DATE"
+COLUMNS = ("id", "city", "amount", "day")
+CITIES = ("new york", "zürich", "oslo", "lima", "pune", None)
+
+#: Modules whose functions answer exercise 1 without reading the log: Spark, delta-spark's DeltaTable.
+SPARK_MODULES = ("pyspark.sql.session", "pyspark.sql.readwriter", "delta.tables")
+
+
+def _append(spark: Any, path: str, rng: random.Random, rows: int, files: int = 1, columns: list[str] | None = None) -> None:
+    start = rng.randrange(10**6)
+    frame = spark.range(start, start + rows, 1, files).selectExpr(
+        "id",
+        f"element_at(array({', '.join(repr(c) if c else 'CAST(NULL AS STRING)' for c in CITIES)}), "
+        f"CAST(pmod(hash(id, {rng.randrange(1000)}), {len(CITIES)}) + 1 AS INT)) AS city",
+        f"CAST(pmod(hash(id, {rng.randrange(1000)}), 100000) AS INT) AS amount",
+        f"date_add(DATE'2026-01-01', CAST(pmod(hash(id, {rng.randrange(1000)}), 365) AS INT)) AS day",
+    )
+    if columns:
+        frame = frame.toDF(*columns)
+    frame.write.format("delta").mode("append").save(path)
+
+
+def _create(spark: Any, path: str, cluster_by: list[str] | None, properties: dict[str, str]) -> None:
+    shown = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta"
+              + (f" CLUSTER BY ({', '.join(cluster_by)})" if cluster_by is not None else "")
+              + (f" TBLPROPERTIES ({shown})" if shown else ""))
+
+
+def _describe_clustering(spark: Any, path: str) -> list[str]:
+    return [str(name) for name in (spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["clusteringColumns"] or [])]
+
+
+# ------------------------------------------------------------------------------- the keys' tables
+
+
+@dataclass
+class KeysTable:
+    """A generated table for exercise 1: what a message calls it, Delta's answer, and its earlier keys."""
+
+    path: str
+    what: str
+    expected: list[str]
+    earlier: list[list[str]] = field(default_factory=list)   # the keys before the last change, oldest first
+    mapped: bool = False
+    cleaned: bool = False
+    kind: str = ""
+
+
+KEY_KINDS = ("created", "renamed", "altered", "none", "later", "never")
+
+
+def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> KeysTable:
+    """Write one table of ``kind`` (see the module's docstring) and return it with Delta's answer."""
+    mapped = kind == "renamed" or rng.random() < 0.4
+    interval = rng.choice([2, 3, 10])   # 10: no checkpoint is reached
+    properties = {"delta.checkpointInterval": str(interval)}
+    if mapped:
+        properties["delta.columnMapping.mode"] = "name"
+    keys = rng.sample(COLUMNS, rng.randint(1, 2))
+    history: list[list[str]] = []
+    columns = list(COLUMNS)
+    if kind in ("later", "never"):
+        _create(spark, path, None, properties)
+    else:
+        _create(spark, path, keys, properties)
+        history.append(list(keys))
+    _append(spark, path, rng, rng.randint(5, 40), columns=columns)
+    what = {"created": "a generated table created CLUSTER BY", "renamed": "a generated table whose clustering column was renamed",
+            "altered": "a generated table whose keys were changed by ALTER TABLE ... CLUSTER BY",
+            "none": "a generated table whose keys were removed (CLUSTER BY NONE)",
+            "later": "a generated table clustered after its first writes (ALTER TABLE ... CLUSTER BY on an unclustered table)",
+            "never": "a generated table that was never clustered"}[kind]
+    if kind == "renamed":
+        old = history[-1][0]
+        new = {"id": "event_id", "city": "town", "amount": "total", "day": "event_day"}[old]
+        spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN {old} TO {new}")
+        columns = [new if c == old else c for c in columns]
+        history.append([new if c == old else c for c in history[-1]])
+        history.pop(-2)   # the same keys, renamed: not an earlier answer
+    elif kind == "altered":
+        for _ in range(rng.randint(1, 2)):
+            keys = rng.sample([c for c in COLUMNS if c not in history[-1]], rng.randint(1, 2))
+            spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
+            history.append(list(keys))
+    elif kind == "none":
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY NONE")
+        history.append([])
+    elif kind == "later":
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
+        history.append(list(keys))
+    for _ in range(rng.randint(0, interval) if interval < 10 else 0):   # often a checkpoint after the last change
+        _append(spark, path, rng, rng.randint(3, 10), columns=columns)
+    checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
+    cleaned = bool(checkpoints) and rng.random() < 0.6
+    if cleaned:
+        clean_up_commits(path, checkpoints[-1])
+    expected = _describe_clustering(spark, path)
+    earlier = [keys for keys in history[:-1] if keys != expected]
+    return KeysTable(path, what + (" (column mapping on)" if mapped and kind != "renamed" else "")
+                     + (", its commits before the last checkpoint cleaned up" if cleaned else ""),
+                     expected, earlier, mapped, cleaned, kind)
+
+
+_KEYS: dict[int, list[KeysTable]] = {}
+
+
+def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
+    """The exercise 1 tables of ``seed``: one of each kind and one more drawn, built once per process while intact."""
+    built = _KEYS.get(seed)
+    if built and all(Path(t.path, "_delta_log").is_dir() for t in built):
+        return built
+    rng = random.Random(seed)
+    folder = fresh_dir(f"lab13_keys_{seed}")
+    kinds = list(KEY_KINDS) + [rng.choice(["renamed", "altered", "later"])]
+    rng.shuffle(kinds)
+    tables = [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
+    _KEYS[seed] = tables
+    return tables
+
+
+def _example_keys(spark: Any) -> KeysTable:
+    """The check's example: created CLUSTER BY (city), then ALTER TABLE ... CLUSTER BY (day, amount)."""
+    def build(folder: Path) -> KeysTable:
+        path = str(folder / "example")
+        _create(spark, path, ["city"], {})
+        _append(spark, path, random.Random(13), 30)
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (day, amount)")
+        return KeysTable(path, "the check's example table (CLUSTER BY (city), then ALTER TABLE ... CLUSTER BY (day, amount))",
+                         _describe_clustering(spark, path), [["city"]], kind="altered")
+
+    return build_once("lab13_keys_example", build, lambda table: Path(table.path, "_delta_log").is_dir())
+
+
+def _keys_fix(table: KeysTable, answer: list[str]) -> str:
+    if any(name.startswith("col-") for name in answer):
+        return ("with column mapping the domain names columns by their physical names (col-...): map each one to its "
+                "logical name through the schema (metaData.schemaString, each field's metadata "
+                "delta.columnMapping.physicalName).")
+    if not table.expected and table.kind in ("none", "never"):
+        return ("a table without keys has no clustering columns: return an empty list (CLUSTER BY NONE writes a "
+                "delta.clustering domain whose clusteringColumns list is empty; a table never clustered has no domain).")
+    if answer in table.earlier:
+        return ("the keys changed after that: every ALTER TABLE ... CLUSTER BY writes a new domainMetadata action for "
+                "delta.clustering, and the last one (in commit order, after the checkpoint's) is in force.")
+    if table.cleaned and not answer and table.expected:
+        return ("the commits before the checkpoint are gone: the checkpoint's domainMetadata column holds the domains in "
+                "force at its version; start from it, then apply the commits after it.")
+    if sorted(answer) == sorted(table.expected):
+        return "the order of the keys is the order of clusteringColumns in the domain: keep it."
+    return ("read the delta.clustering domainMetadata action: its configuration is a JSON string whose "
+            "clusteringColumns is a list of column paths (one list of names per column).")
+
+
+def _as_names(check: str, name: str, answer: Any, seed: int | None) -> list[str]:
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, (list, tuple)) \
+            or not all(isinstance(item, str) for item in answer):
+        raise CheckFailed(check, f"{name} returned {short_repr(answer)}; it must return a list of column names (str), "
+                                 "in the order of the keys, empty when the table has none.",
+                          f"the `return` line of {name}: a list such as ['city', 'day'], or [].", seed=seed)
+    return list(answer)
+
+
+def _call_from_log(check: str, func: Callable[..., Any], name: str, table: str, *args: Any, hint: str,
+                   seed: int | None, on: str | None) -> Any:
+    """Call the learner's function on ``table`` (read-only), refusing course readers and Spark."""
+    with calls_watched(course_log_readers(), modules=SPARK_MODULES) as used:
+        answer = call_student(check, func, name, table, *args, hint=hint, read_only=[table], seed=seed, on=on)
+    if used:
+        raise CheckFailed(check, f"{name} called {used[0]}, which answers from Delta's own reader; the exercise is "
+                                 "to read the log yourself.",
+                          "list and open the files in _delta_log/ (json.loads for commits, pyarrow.parquet for the "
+                          "checkpoint).", seed=seed)
+    return answer
+
+
+def _check_keys(check: str, clustering_columns: Callable[[str], list[str]], table: KeysTable, seed: int | None,
+                hint: str) -> None:
+    on = None if seed is None else table.what
+    answer = _as_names(check, "clustering_columns",
+                       _call_from_log(check, clustering_columns, "clustering_columns", table.path, hint=hint,
+                                      seed=seed, on=on), seed)
+    if answer != table.expected:
+        raise CheckFailed(check, f"on {table.what}: clustering_columns returned {short_repr(answer, 60)}, "
+                                 "which are not the table's clustering columns.",
+                          _keys_fix(table, answer), seed=seed)
+
+
+def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> None:
+    """Check ``clustering_columns(table_path)`` against DESCRIBE DETAIL's clusteringColumns on the check's example
+    and the run's generated tables."""
+    check = "clustering_columns"
+    spark = lab_spark()
+    hint = "the delta.clustering domainMetadata action in the commits (and in the checkpoint), and the schema."
+    _check_keys(check, clustering_columns, _example_keys(spark), None, hint)   # first: a stub fails before the build
+    seed = check_seed()
+    tables = keys_tables(spark, seed)
+    for table in tables:
+        _check_keys(check, clustering_columns, table, seed, hint)
+    passed(check, f"reads the keys of {len(tables) + 1} tables from their logs alone: ALTER TABLE ... CLUSTER BY, "
+                  "CLUSTER BY NONE, column mapping and renames, checkpoints with the commits before them cleaned up.")
+
+
+# ---------------------------------------------------------------------------- the OPTIMIZE tables
+
+
+@dataclass
+class RewriteTable:
+    """A generated clustered table for exercise 2, with the files a real OPTIMIZE removes per threshold."""
+
+    path: str
+    what: str
+    removed: dict[int, set[str]] = field(default_factory=dict)   # threshold -> paths OPTIMIZE removed
+    cube_sizes: dict[str, int] = field(default_factory=dict)     # ZCUBE_ID -> bytes (live files of the current keys)
+
+
+def _optimize(spark: Any, path: str, threshold: int, max_file_size: int | None = None) -> None:
+    settings = {THRESHOLD_SETTING: str(threshold)}
+    if max_file_size:
+        settings[MAX_FILE_SIZE] = str(max_file_size)
+    with temporary_conf(spark, settings):
+        spark.sql(f"OPTIMIZE delta.`{path}`")
+
+
+def _table_bytes(path: str) -> int:
+    return sum(int(add["size"]) for add in replay_log(path).files.values())
+
+
+def _current_cubes(path: str, keys: list[str]) -> dict[str, int]:
+    """The live ZCubes clustered by ``keys``, with their sizes in bytes."""
+    cubes: dict[str, int] = {}
+    for add in replay_log(path).files.values():
+        tags = add.get("tags") or {}
+        if "ZCUBE_ID" in tags and json.loads(tags.get("ZCUBE_ZORDER_BY", "[]")) == keys:
+            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + int(add["size"])
+    return cubes
+
+
+def _removed_by_optimize(spark: Any, path: str, scratch: Path, threshold: int) -> set[str]:
+    """The files a real OPTIMIZE with the threshold removes, run on a copy of the table."""
+    copy = scratch / f"copy_{threshold}"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(path, copy)
+    before = latest_version(copy)
+    _optimize(spark, str(copy), threshold)
+    removed: set[str] = set()
+    if latest_version(copy) > before:
+        removed = {a["remove"]["path"] for a in read_log(copy).commits[latest_version(copy)] if "remove" in a}
+    shutil.rmtree(copy)
+    return removed
+
+
+def _thresholds(kind: str, cube_sizes: Iterable[int], rng: random.Random) -> list[int]:
+    """The thresholds asked on a table (each costs a real OPTIMIZE): the default, a cube's exact size, and for
+    the table of several cubes one byte more, and 0 or a size between two cubes, drawn."""
+    sizes = sorted(set(cube_sizes))
+    exact = rng.choice(sizes)
+    asked = {DEFAULT_THRESHOLD, exact}
+    if kind == "cubes":
+        asked.add(exact + 1)
+        if rng.random() < 0.5 or len(sizes) < 2:
+            asked.add(0)
+        else:
+            low, high = rng.sample(sizes, 2)
+            asked.add((low + high) // 2)
+    return sorted(asked)
+
+
+def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, scratch: Path) -> RewriteTable:
+    keys = rng.sample(["id", "amount", "day"], rng.randint(1, 2))
+    _create(spark, path, keys, {})
+    for _ in range(2):
+        _append(spark, path, rng, rng.randint(400, 1500), files=rng.randint(1, 2))
+    size = _table_bytes(path)
+    _optimize(spark, path, DEFAULT_THRESHOLD, max_file_size=max(1, size // rng.randint(2, 4)))  # the first cube
+    what = "a generated table just optimized (one ZCube, nothing appended since)"
+    if kind != "just optimized":
+        for _ in range(rng.randint(1, 2) if kind == "cubes" else 1):   # more cubes: new data clustered on its own, the threshold under the cubes
+            _append(spark, path, rng, rng.randint(200, 800), files=rng.randint(1, 2))
+            smallest = min(_current_cubes(path, keys).values())
+            _optimize(spark, path, max(1, smallest // 2), max_file_size=max(1, _table_bytes(path) // 6))
+        what = "a generated table with ZCubes of several sizes"
+        if kind == "new keys":
+            keys = rng.sample([c for c in ("id", "amount", "day") if c not in keys], 1)
+            spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
+            _append(spark, path, rng, rng.randint(200, 600))
+            _optimize(spark, path, DEFAULT_THRESHOLD)
+            what += ", its keys then changed and new data clustered by them"
+        appended = rng.randint(0 if kind == "new keys" else 1, 2)
+        for _ in range(appended):
+            _append(spark, path, rng, rng.randint(100, 400))
+        what += f", {appended} append(s) since the last OPTIMIZE" if appended else ", nothing appended since"
+    table = RewriteTable(path, what, cube_sizes=_current_cubes(path, keys))
+    for threshold in _thresholds(kind, table.cube_sizes.values(), rng):
+        table.removed[threshold] = _removed_by_optimize(spark, path, scratch, threshold)
+    return table
+
+
+_REWRITES: dict[int, list[RewriteTable]] = {}
+REWRITE_KINDS = ("cubes", "new keys", "just optimized")
+
+
+def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
+    """The exercise 2 tables of ``seed``: one of each kind, built once per process while intact."""
+    built = _REWRITES.get(seed)
+    if built and all(Path(t.path, "_delta_log").is_dir() for t in built):
+        return built
+    rng = random.Random(seed)
+    folder = fresh_dir(f"lab13_rewrites_{seed}")
+    kinds = list(REWRITE_KINDS)
+    rng.shuffle(kinds)
+    tables = [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
+              for index, kind in enumerate(kinds)]
+    _REWRITES[seed] = tables
+    return tables
+
+
+def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str]) -> str:
+    state = replay_log(path)
+    keys = json.loads(state.domain_metadata["delta.clustering"]["configuration"])["clusteringColumns"]
+    files = {add["path"]: add for add in state.files.values()}
+    cubes: dict[str, int] = {}
+    for add in files.values():
+        tags = add.get("tags") or {}
+        if "ZCUBE_ID" in tags:
+            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + int(add["size"])
+
+    def tags_of(p: str) -> dict[str, str]:
+        return files.get(p, {}).get("tags") or {}
+
+    extra, missing = answer - expected, expected - answer
+    if any(p not in files for p in answer):
+        return "return the paths of live files, as the add actions write them (relative to the table folder)."
+    if any("ZCUBE_ID" in tags_of(p) and json.loads(tags_of(p)["ZCUBE_ZORDER_BY"]) != [k[0] for k in keys] for p in extra):
+        return ("files clustered by other columns than the table's keys (their ZCUBE_ZORDER_BY differs) are left alone: "
+                "only OPTIMIZE FULL rewrites them.")
+    if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] == threshold for p in extra):
+        return "a ZCube whose size is exactly the threshold is complete: a cube is partial only when it is smaller."
+    if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] > threshold for p in extra):
+        return ("a ZCube at least as large as the threshold (the sum of its files' sizes) is complete: OPTIMIZE leaves "
+                "it and clusters new data into a new cube.")
+    if extra and not expected:
+        return ("a partial ZCube alone, with no file outside any ZCube, is not rewritten: there is nothing new to merge "
+                "it with (right after an OPTIMIZE, the next one has nothing to do).")
+    if any("ZCUBE_ID" not in tags_of(p) for p in missing):
+        return "files without a ZCUBE_ID tag (appended since the last OPTIMIZE) are always rewritten."
+    if missing:
+        return ("files of a partial ZCube (smaller than the threshold) are merged with the new data: OPTIMIZE rewrites "
+                "them too.")
+    return "compare each ZCube's size with the threshold, and the ZCube's columns with the table's keys."
+
+
+def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str]]) -> None:
+    """Check ``optimize_rewrites(table_path, threshold)`` against the files a real OPTIMIZE removes from a copy."""
+    check = "optimize_rewrites"
+    spark = lab_spark()
+    seed = check_seed()
+    hint = "each live add action's size and tags (ZCUBE_ID, ZCUBE_ZORDER_BY), and the table's clustering columns."
+    example = _example_keys(spark).path   # first, answer unchecked: a stub fails before the build
+    call_student(check, optimize_rewrites, "optimize_rewrites", example, DEFAULT_THRESHOLD, hint=hint, read_only=[example])
+    tables = rewrite_tables(spark, seed)
+    asked = 0
+    for table in tables:
+        for threshold, expected in table.removed.items():
+            watched = Watched(optimize_rewrites) if callable(optimize_rewrites) else optimize_rewrites
+            answer = call_student(check, watched, "optimize_rewrites", table.path, threshold, hint=hint,
+                                  read_only=[table.path], seed=seed, on=table.what)
+            if isinstance(watched, Watched) and watched.jobs:
+                raise CheckFailed(check, f"optimize_rewrites ran {watched.jobs} Spark job(s): it must predict from the "
+                                         "log, not run an OPTIMIZE.",
+                                  "read the add actions (replay_log(path).files, or the log's JSON yourself).", seed=seed)
+            if isinstance(answer, (str, bytes)) or not isinstance(answer, (set, frozenset, list, tuple)) \
+                    or not all(isinstance(item, str) for item in answer):
+                raise CheckFailed(check, f"optimize_rewrites returned {short_repr(answer)}; it must return a set of "
+                                         "file paths (str).",
+                                  "the `return` line of optimize_rewrites: a set of add.path values, or set().", seed=seed)
+            answer = set(answer)
+            asked += 1
+            if answer != expected:
+                shown = "the 100 GiB default" if threshold == DEFAULT_THRESHOLD else f"{threshold:,} bytes"
+                wrong = " and ".join(part for part in (
+                    f"{len(expected - answer)} file(s) OPTIMIZE rewrites are missing" if expected - answer else "",
+                    f"{len(answer - expected)} file(s) it leaves are included" if answer - expected else "") if part)
+                raise CheckFailed(check, f"on {table.what}, threshold {shown}: {wrong}.",
+                                  _rewrites_fix(table.path, threshold, answer, expected), seed=seed)
+    passed(check, f"predicts the files a real OPTIMIZE rewrites for {asked} (table, threshold) pairs: partial and "
+                  "complete ZCubes, a cube of exactly the threshold, cubes of earlier keys, a table just optimized.")

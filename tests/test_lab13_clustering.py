@@ -1,0 +1,188 @@
+"""The lab 13 checks (deltalab.labs.lab13_clustering): the solution passes at seeds that cover the edge cases,
+and each kind of wrong answer is refused with a message that says what is wrong and never shows the expected
+answer.
+
+The wrong answers run on the tables of one seed (built once per process), which holds a clustering column
+renamed under column mapping, keys changed and removed, a checkpoint whose earlier commits were cleaned up
+while the table had keys, ZCubes of several sizes, cubes of earlier keys and a table just optimized.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deltalab.labs import lab13_clustering as lab
+from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.lab13_clustering import check_clustering_columns, check_optimize_rewrites
+from deltalab.log import replay_log
+from lab_testing import check_failure as failure
+from lab_testing import solution_namespace, solution_seeds, stub
+
+SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab13_clustering" / "lab13_clustering.ipynb"
+SEEDS = (3, 4)
+TEST_SEED = 2
+
+
+@pytest.fixture(scope="module")
+def solution() -> dict:
+    return solution_namespace(SOURCE, ("setup", "clustering_columns", "optimize_rewrites"))
+
+
+@pytest.fixture
+def at_test_seed(monkeypatch):
+    """The checks' tables of TEST_SEED for one test."""
+    monkeypatch.setenv(SEED_ENV, str(TEST_SEED))
+
+
+@pytest.mark.parametrize("seed", solution_seeds(SEEDS))
+def test_lab13_the_solution_passes_at_seeds_that_cover_the_edge_cases(spark, solution, capsys, monkeypatch, seed):
+    monkeypatch.setenv(SEED_ENV, str(seed))
+    check_clustering_columns(solution["clustering_columns"])
+    check_optimize_rewrites(solution["optimize_rewrites"])
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["✓ clustering_columns", "✓ optimize_rewrites"], out
+
+
+def test_lab13_the_stubs_are_not_written_yet(spark, at_test_seed):
+    assert "clustering_columns is not written yet" in failure(check_clustering_columns, stub)
+    assert "optimize_rewrites is not written yet" in failure(check_optimize_rewrites, stub)
+
+
+def test_lab13_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
+    keys = lab.keys_tables(spark, TEST_SEED)
+    assert any(t.cleaned and t.expected for t in keys), "a table whose keys live only in its checkpoint"
+    assert any(t.earlier for t in keys), "a table whose keys changed"
+    rewrites = lab.rewrite_tables(spark, TEST_SEED)
+    assert any(removed and len(removed) < len(replay_log(t.path).files) for t in rewrites for removed in t.removed.values()), \
+        "an OPTIMIZE that leaves some files"
+
+
+# ------------------------------------------------------------------------------ clustering_columns
+
+
+def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True) -> list[str]:
+    """The solution's reading of the log, with one of its steps left out."""
+    import pyarrow.parquet as pq
+
+    log = Path(table_path) / "_delta_log"
+    checkpoints = sorted({int(p.name.split(".")[0]) for p in log.glob("*.checkpoint*.parquet")}) if checkpoint else []
+    start = checkpoints[-1] if checkpoints else -1
+    domains, schema = [], None
+    for part in sorted(log.glob(f"{start:020d}.checkpoint*.parquet")):
+        columns = [c for c in ("metaData", "domainMetadata") if c in pq.read_schema(part).names]
+        for row in pq.read_table(part, columns=columns).to_pylist():
+            schema = row["metaData"]["schemaString"] if row.get("metaData") else schema
+            if row.get("domainMetadata") and row["domainMetadata"]["domain"] == "delta.clustering":
+                domains.append(row["domainMetadata"])
+    for commit in sorted(log.glob("*.json")):
+        if int(commit.stem) <= start:
+            continue
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            schema = action["metaData"]["schemaString"] if "metaData" in action else schema
+            if "domainMetadata" in action and action["domainMetadata"]["domain"] == "delta.clustering":
+                domains.append(action["domainMetadata"])
+    if not domains:
+        return []
+    domain = domains[-1] if last else domains[0]
+    logical = {f["metadata"].get("delta.columnMapping.physicalName", f["name"]): f["name"]
+               for f in json.loads(schema)["fields"]} if mapping and schema else {}
+    return [logical.get(p[0], p[0]) for p in json.loads(domain["configuration"])["clusteringColumns"]]
+
+
+def test_lab13_physical_names_are_not_the_columns(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path, mapping=False))
+    assert "physical names" in message and "delta.columnMapping.physicalName" in message, message
+
+
+def test_lab13_the_last_domain_wins(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path, last=False))
+    assert "the last one" in message, message
+
+
+def test_lab13_the_checkpoint_holds_the_domain_once_commits_are_gone(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path, checkpoint=False))
+    assert "the checkpoint's domainMetadata column" in message, message
+
+
+def test_lab13_no_keys_is_an_empty_list(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path) or None)
+    assert "it must return a list of column names" in message, message
+
+
+def test_lab13_spark_and_the_course_readers_are_refused(spark, at_test_seed):
+    def describe(path):
+        return list(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["clusteringColumns"])
+
+    def replayed(path):
+        domain = replay_log(path).domain_metadata.get("delta.clustering")
+        return json.loads(domain["configuration"])["clusteringColumns"] if domain else []
+
+    assert "answers from Delta's own reader" in failure(check_clustering_columns, describe)
+    assert "deltalab.log.replay_log" in failure(check_clustering_columns, replayed)
+
+
+# ------------------------------------------------------------------------------ optimize_rewrites
+
+
+def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True):
+    """The solution's rule, with one of its parts left out."""
+    keys = _read_log(path)
+    never, cubes = set(), {}
+    for add in replay_log(path).files.values():
+        tags = add.get("tags") or {}
+        if "ZCUBE_ID" not in tags:
+            never.add(add["path"])
+        elif not keys_checked or json.loads(tags["ZCUBE_ZORDER_BY"]) == keys:
+            cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
+    small = [adds for adds in cubes.values()
+             if (sum(a["size"] for a in adds) < threshold if strict else sum(a["size"] for a in adds) <= threshold)]
+    if not partial:
+        return never
+    if single_cube and not never and len(small) <= 1:
+        return set()
+    return never | {a["path"] for adds in small for a in adds}
+
+
+def test_lab13_cubes_of_other_keys_are_left_alone(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, keys_checked=False))
+    assert "clustered by other columns" in message, message
+
+
+def test_lab13_a_cube_of_exactly_the_threshold_is_complete(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, strict=False))
+    assert "exactly the threshold is complete" in message, message
+
+
+def test_lab13_one_partial_cube_alone_is_not_rewritten(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, single_cube=False))
+    assert "nothing new to merge" in message, message
+
+
+def test_lab13_partial_cubes_are_merged_with_new_data(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, partial=False))
+    assert "partial ZCube" in message and "missing" in message, message
+
+
+def test_lab13_running_optimize_on_a_copy_is_refused(spark, at_test_seed, tmp_path):
+    def on_a_copy(path, threshold):
+        copy = tmp_path / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(path, copy)
+        before = set(replay_log(copy).paths())
+        with lab.temporary_conf(spark, {lab.THRESHOLD_SETTING: str(threshold)}):
+            spark.sql(f"OPTIMIZE delta.`{copy}`")
+        return before - set(replay_log(copy).paths())
+
+    message = failure(check_optimize_rewrites, on_a_copy)
+    assert "Spark job(s)" in message and "not run an OPTIMIZE" in message, message
+
+
+def test_lab13_messages_never_show_the_expected_files(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: set())
+    every_file = {add["path"] for table in lab.rewrite_tables(spark, TEST_SEED) for add in replay_log(table.path).files.values()}
+    assert not any(name in message for name in every_file), message
