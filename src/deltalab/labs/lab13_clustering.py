@@ -203,9 +203,20 @@ def _as_names(check: str, name: str, answer: Any, seed: int | None) -> list[str]
 
 def _call_from_log(check: str, func: Callable[..., Any], name: str, table: str, *args: Any, hint: str,
                    seed: int | None, on: str | None) -> Any:
-    """Call the learner's function on ``table`` (read-only), refusing course readers and Spark."""
-    with calls_watched(course_log_readers(), modules=SPARK_MODULES) as used:
-        answer = call_student(check, func, name, table, *args, hint=hint, read_only=[table], seed=seed, on=on)
+    """Call the learner's function on ``table`` (read-only), refusing course readers and Spark.
+
+    Only the learner's own call is watched: :func:`call_student` itself reads the session's settings."""
+    used: list[str] = []
+
+    def watched(*call_args: Any) -> Any:
+        with calls_watched(course_log_readers(), modules=SPARK_MODULES) as called:
+            try:
+                return func(*call_args)
+            finally:
+                used.extend(called)
+
+    answer = call_student(check, watched if callable(func) else func, name, table, *args, hint=hint,
+                          read_only=[table], seed=seed, on=on)
     if used:
         raise CheckFailed(check, f"{name} called {used[0]}, which answers from Delta's own reader; the exercise is "
                                  "to read the log yourself.",
