@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from deltalab.labs.harness import (CheckFailed, Watched, build_once, call_student, calls_watched, check_seed,
-                                   clean_up_commits, course_log_readers, fresh_dir, lab_spark, passed, short_repr)
+                                   clean_up_commits, course_log_readers, lab_spark, passed, short_repr)
 from deltalab.log import latest_version, read_log, replay_log
 from deltalab.session import temporary_conf
 
@@ -142,21 +142,19 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
                      expected, earlier, mapped, cleaned, kind)
 
 
-_KEYS: dict[int, list[KeysTable]] = {}
+def _logs_present(tables: list[Any]) -> bool:
+    return all(Path(table.path, "_delta_log").is_dir() for table in tables)
 
 
 def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
     """The exercise 1 tables of ``seed``: one of each kind and one more drawn, built once per process while intact."""
-    built = _KEYS.get(seed)
-    if built and all(Path(t.path, "_delta_log").is_dir() for t in built):
-        return built
-    rng = random.Random(seed)
-    folder = fresh_dir(f"lab13_keys_{seed}")
-    kinds = list(KEY_KINDS) + [rng.choice(["renamed", "altered", "later"])]
-    rng.shuffle(kinds)
-    tables = [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
-    _KEYS[seed] = tables
-    return tables
+    def build(folder: Path) -> list[KeysTable]:
+        rng = random.Random(seed)
+        kinds = list(KEY_KINDS) + [rng.choice(["renamed", "altered", "later"])]
+        rng.shuffle(kinds)
+        return [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
+
+    return build_once(f"lab13_keys_{seed}", build, _logs_present)
 
 
 def _example_keys(spark: Any) -> KeysTable:
@@ -169,7 +167,7 @@ def _example_keys(spark: Any) -> KeysTable:
         return KeysTable(path, "the check's example table (CLUSTER BY (city), then ALTER TABLE ... CLUSTER BY (day, amount))",
                          _describe_clustering(spark, path), [["city"]], kind="altered")
 
-    return build_once("lab13_keys_example", build, lambda table: Path(table.path, "_delta_log").is_dir())
+    return build_once("lab13_keys_example", build, lambda table: _logs_present([table]))
 
 
 def _keys_fix(table: KeysTable, answer: list[str]) -> str:
@@ -347,23 +345,19 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
     return table
 
 
-_REWRITES: dict[int, list[RewriteTable]] = {}
 REWRITE_KINDS = ("cubes", "new keys", "just optimized")
 
 
 def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
     """The exercise 2 tables of ``seed``: one of each kind, built once per process while intact."""
-    built = _REWRITES.get(seed)
-    if built and all(Path(t.path, "_delta_log").is_dir() for t in built):
-        return built
-    rng = random.Random(seed)
-    folder = fresh_dir(f"lab13_rewrites_{seed}")
-    kinds = list(REWRITE_KINDS)
-    rng.shuffle(kinds)
-    tables = [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
-              for index, kind in enumerate(kinds)]
-    _REWRITES[seed] = tables
-    return tables
+    def build(folder: Path) -> list[RewriteTable]:
+        rng = random.Random(seed)
+        kinds = list(REWRITE_KINDS)
+        rng.shuffle(kinds)
+        return [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
+                for index, kind in enumerate(kinds)]
+
+    return build_once(f"lab13_rewrites_{seed}", build, _logs_present)
 
 
 def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str]) -> str:
