@@ -54,6 +54,7 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
                                           "events_rows": 8000, "events_files": 4},
                              "larger": {"num_files": 150, "rows_per_file": 2000, "lookups_per_column": 80,
                                         "events_rows": 200_000, "events_files": 16, "seed": 1}},
+    "14_table_features": {"smallest": {"rows": 20}, "larger": {"rows": 2000, "seed": 1}},
 }
 
 

@@ -47,6 +47,7 @@ SECONDS_PER_SCOPE = {
     "notebooks/04_time_travel_and_vacuum.ipynb": 38,
     "notebooks/12_other_engines.ipynb": 50,
     "notebooks/13_liquid_clustering.ipynb": 60,  # estimated when it was added, from its own run
+    "notebooks/14_table_features.ipynb": 90,  # estimated when it was added, from its own run (93 s of cells alone)
     "tests/test_robustness.py": 35,
     "tests/test_lab02_log.py": 10,
 }
