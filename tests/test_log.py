@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deltalab.errors import DeltaLabError
-from deltalab.log import dv_id, latest_version, read_log, replay_log, short_file_name
+from deltalab.log import deleted_rows, deletion_vector_file, dv_id, latest_version, read_log, replay_log, short_file_name
 from deltalab.session import temporary_conf
 
 
@@ -192,3 +192,23 @@ def test_v2_checkpoint_with_sidecars(spark, tmp_path: Path, top_level: str) -> N
     assert state.log_files_read[0].endswith(f".{top_level}") and ".checkpoint." in state.log_files_read[0]
     assert any(f.startswith("_sidecars/") for f in state.log_files_read), "the v2 checkpoint's sidecars were read"
     assert_replay_matches_spark(spark, table)
+
+
+@pytest.mark.parametrize("deleted", ["key % 7 = 3", "key % 2 = 0", "key BETWEEN 100 AND 2099", "key = 9999"])
+def test_deleted_rows_are_the_positions_delta_deleted(spark, tmp_path: Path, deleted: str) -> None:
+    """Array containers (a few positions), a bitmap container (5,000 of 10,000), runs, one position."""
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "dvs")
+    spark.range(0, 10000, 1, 1).selectExpr("id AS key").write.format("delta") \
+        .option("delta.enableDeletionVectors", "true").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE {deleted}")
+    (add,) = replay_log(path).files.values()
+    assert add["deletionVector"]["storageType"] == "u"
+    keys = pq.read_table(Path(path) / add["path"]).column("key").to_pylist()
+    live = {row.key for row in spark.read.format("delta").load(path).collect()}
+    assert deleted_rows(path, add["deletionVector"]) == [i for i, key in enumerate(keys) if key not in live]
+    assert deleted_rows(path, None) == []
+    (Path(path) / deletion_vector_file(add["deletionVector"])).unlink()
+    with pytest.raises(DeltaLabError, match="is missing"):
+        deleted_rows(path, add["deletionVector"])

@@ -51,6 +51,7 @@ __all__ = [
     "checkpoint_versions",
     "commit_info",
     "commit_versions",
+    "deleted_rows",
     "deletion_vector_file",
     "dv_id",
     "latest_version",
@@ -242,6 +243,110 @@ def deletion_vector_file(dv: dict[str, Any] | None) -> str | None:
     name = f"deletion_vector_{uuid.UUID(bytes=bytes(raw))}.bin"
     prefix = encoded[:-20]
     return f"{prefix}/{name}" if prefix else name
+
+
+def _z85_decode(encoded: str) -> bytes:
+    """Z85 text (5 characters for 4 bytes, big-endian) back to bytes."""
+    raw = bytearray()
+    for start in range(0, len(encoded) - len(encoded) % 5, 5):
+        value = 0
+        for char in encoded[start:start + 5]:
+            value = value * 85 + _Z85.index(char)
+        raw += value.to_bytes(4, "big")
+    return bytes(raw)
+
+
+#: The first four bytes (little-endian) of a serialized deletion vector (PROTOCOL.md, "Deletion Vector Format").
+DV_MAGIC_NUMBER = 1681511377
+
+
+def _roaring32(data: bytes, at: int) -> tuple[list[int], int]:
+    """One 32-bit RoaringBitmap in the portable format starting at ``at``: its values and where it ends.
+
+    The format (RoaringFormatSpec): a cookie, each container's key and cardinality, offsets, then the
+    containers: arrays of 16-bit values, bitmaps of 8 KiB, or runs (start, length - 1)."""
+    cookie = int.from_bytes(data[at:at + 4], "little")
+    if cookie & 0xFFFF == 12347:                      # SERIAL_COOKIE: some containers are runs
+        size = (cookie >> 16) + 1
+        at += 4
+        run_flags = data[at:at + (size + 7) // 8]
+        at += (size + 7) // 8
+        has_offsets = size >= 4
+    elif cookie == 12346:                             # SERIAL_COOKIE_NO_RUNCONTAINER
+        size = int.from_bytes(data[at + 4:at + 8], "little")
+        run_flags = bytes((size + 7) // 8)
+        at += 8
+        has_offsets = True
+    else:
+        raise DeltaLabError(f"a deletion vector holds a bitmap with the unknown cookie {cookie}.",
+                            fix="check that the file is a Delta deletion vector (deletion_vector_<uuid>.bin).")
+    header = [(int.from_bytes(data[at + 4 * i:at + 4 * i + 2], "little"),
+               int.from_bytes(data[at + 4 * i + 2:at + 4 * i + 4], "little") + 1) for i in range(size)]
+    at += 4 * size + (4 * size if has_offsets else 0)
+    values: list[int] = []
+    for index, (key, cardinality) in enumerate(header):
+        high = key << 16
+        if run_flags[index // 8] >> (index % 8) & 1:
+            runs = int.from_bytes(data[at:at + 2], "little")
+            at += 2
+            for r in range(runs):
+                start = int.from_bytes(data[at + 4 * r:at + 4 * r + 2], "little")
+                length = int.from_bytes(data[at + 4 * r + 2:at + 4 * r + 4], "little")
+                values.extend(high | v for v in range(start, start + length + 1))
+            at += 4 * runs
+        elif cardinality <= 4096:
+            values.extend(high | int.from_bytes(data[at + 2 * i:at + 2 * i + 2], "little") for i in range(cardinality))
+            at += 2 * cardinality
+        else:
+            bits = int.from_bytes(data[at:at + 8192], "little")
+            values.extend(high | v for v in range(65536) if bits >> v & 1)
+            at += 8192
+    return values, at
+
+
+def _dv_bitmap(data: bytes) -> list[int]:
+    """The row positions of a serialized deletion vector: the magic number, then a 64-bit RoaringBitmap
+    in the portable format (a count of 32-bit buckets, each a 32-bit key and a 32-bit bitmap)."""
+    magic = int.from_bytes(data[:4], "little")
+    if magic != DV_MAGIC_NUMBER:
+        raise DeltaLabError(f"a deletion vector starts with {magic}, not Delta's magic number {DV_MAGIC_NUMBER}.",
+                            fix="check the descriptor's offset: it points at the 4-byte size before the bitmap.")
+    buckets = int.from_bytes(data[4:12], "little")
+    at, positions = 12, []
+    for _ in range(buckets):
+        key = int.from_bytes(data[at:at + 4], "little")
+        values, at = _roaring32(data, at + 4)
+        positions.extend((key << 32) | value for value in values)
+    return positions
+
+
+def deleted_rows(table_path: str | os.PathLike[str], dv: dict[str, Any] | None) -> list[int]:
+    """The row positions (0-based, in the data file's physical order) a deletion vector marks deleted.
+
+    ``dv`` is an ``add`` action's ``deletionVector`` descriptor; None (no deletion vector) gives [].
+    Stored in a file (``u``, ``p``): at ``offset``, a 4-byte big-endian size, then the bitmap; inline
+    (``i``): the bitmap in Z85. The bitmap is a 64-bit RoaringBitmap after a magic number (PROTOCOL.md,
+    "Deletion Vector Format"); the result has ``cardinality`` positions, ascending."""
+    if not dv:
+        return []
+    if dv["storageType"] == "i":
+        data = _z85_decode(str(dv["pathOrInlineDv"]))
+    else:
+        relative = deletion_vector_file(dv)
+        file = Path(table_path) / relative if relative else Path(urlparse(str(dv["pathOrInlineDv"])).path)
+        if not file.is_file():
+            raise DeltaLabError(f"the deletion vector file {file.name} is missing from {Path(table_path).name}.",
+                                fix="a deletion vector file is deleted only by VACUUM once no add uses it: use a "
+                                    "table whose folder was copied whole.")
+        with open(file, "rb") as handle:
+            handle.seek(int(dv.get("offset") or 1))
+            size = int.from_bytes(handle.read(4), "big")
+            data = handle.read(size)
+    positions = _dv_bitmap(data)
+    if len(positions) != int(dv.get("cardinality", len(positions))):
+        raise DeltaLabError(f"a deletion vector decoded to {len(positions)} rows, its descriptor says "
+                            f"{dv.get('cardinality')}.", fix="the file may be truncated or not a deletion vector.")
+    return sorted(positions)
 
 
 def dv_id(dv: dict[str, Any] | None) -> str | None:
