@@ -14,7 +14,7 @@
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
 # for the in-container suite, default 2), DELTALAB_IMAGE_LABS (the labs whose solutions run in the
-# container: folder names of labs/source/, or all; default lab04, 07, 11 and 12), DEBIAN_MIRROR,
+# container: folder names of labs/source/, or all; default lab04, 07, 11, 12, 13 and 14), DEBIAN_MIRROR,
 # HOST_CA_BUNDLE.
 set -euo pipefail
 
@@ -123,7 +123,7 @@ log "nbval over notebooks/ and the labs' solutions in the container (non-root, -
 # about 8 minutes more on two cores, which CI's 90 minutes cannot spare today). By default the four
 # labs issue 33 added, whose solutions had never run in the image, and lab 13 (issue 34); the
 # other eight's use the same packages as their notebooks, which run here in full.
-IMAGE_LABS="${DELTALAB_IMAGE_LABS:-lab04_time_travel lab07_skipping lab11_object_stores lab12_engines lab13_clustering}"
+IMAGE_LABS="${DELTALAB_IMAGE_LABS:-lab04_time_travel lab07_skipping lab11_object_stores lab12_engines lab13_clustering lab14_features}"
 lab_mounts=()
 if [ "$IMAGE_LABS" = all ]; then
     lab_mounts=(-v "$REPO/labs/source:/home/deltalab/course/labs/source:ro")

@@ -33,6 +33,7 @@ SECONDS_PER_SCOPE = {
     "tests/test_lab12_engines.py": 60,
     "tests/test_lab11_object_stores.py": 50,
     "tests/test_lab13_clustering.py": 60,  # estimated when it was added
+    "tests/test_lab14_features.py": 50,  # estimated when it was added (45 s alone)
     "notebooks/08_zorder_benchmark.ipynb": 65,
     "notebooks/10_medallion_pipeline.ipynb": 78,
     "notebooks/09_streaming.ipynb": 62,
