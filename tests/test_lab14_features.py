@@ -68,7 +68,7 @@ def test_lab14_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_tes
 
 
 def _row_ids(table_path: str, *, dvs: bool = True, stored: bool = True, physical: bool = True,
-             default_version: bool = True) -> dict[int, tuple[int, int]]:
+             default_version: bool = True, stored_version: bool = True, mapping: bool = True) -> dict[int, tuple[int, int]]:
     """The solution's reading, with one of its steps left out or done wrong."""
     import pyarrow.parquet as pq
 
@@ -76,7 +76,7 @@ def _row_ids(table_path: str, *, dvs: bool = True, stored: bool = True, physical
     configuration = state.metadata.get("configuration") or {}
     id_column = configuration["delta.rowTracking.materializedRowIdColumnName"]
     version_column = configuration["delta.rowTracking.materializedRowCommitVersionColumnName"]
-    key = next(f["metadata"].get("delta.columnMapping.physicalName", f["name"])
+    key = next(f["metadata"].get("delta.columnMapping.physicalName", f["name"]) if mapping else f["name"]
                for f in json.loads(state.metadata["schemaString"])["fields"] if f["name"] == "key")
     answer = {}
     for add in state.files.values():
@@ -84,7 +84,8 @@ def _row_ids(table_path: str, *, dvs: bool = True, stored: bool = True, physical
         deleted = set(deleted_rows(table_path, add.get("deletionVector"))) if dvs else set()
         keys = rows.column(key).to_pylist()
         ids = rows.column(id_column).to_pylist() if stored and id_column in rows.column_names else [None] * len(keys)
-        versions = rows.column(version_column).to_pylist() if version_column in rows.column_names else [None] * len(keys)
+        versions = (rows.column(version_column).to_pylist() if stored_version and version_column in rows.column_names
+                    else [None] * len(keys))
         live = 0
         for position, value in enumerate(keys):
             if position in deleted:
@@ -117,6 +118,16 @@ def test_lab14_the_commit_version_is_the_files(spark, at_test_seed):
     assert "defaultRowCommitVersion" in message, message
 
 
+def test_lab14_a_copied_row_keeps_its_stored_commit_version(spark, at_test_seed):
+    message = failure(check_row_ids, lambda path: _row_ids(path, stored_version=False))
+    assert "materialized row commit version column" in message, message
+
+
+def test_lab14_column_mapping_names_the_key_column_physically(spark, at_test_seed):
+    message = failure(check_row_ids, lambda path: _row_ids(path, mapping=False))
+    assert "raised KeyError" in message and "physical name" in message, message
+
+
 def test_lab14_spark_is_refused_and_answers_are_dicts(spark, at_test_seed):
     def from_spark(path):
         rows = spark.read.format("delta").load(path).selectExpr("key", "_metadata.row_id", "_metadata.row_commit_version")
@@ -140,7 +151,7 @@ READER_WRITER = {"deletionVectors", "columnMapping", "typeWidening", "v2Checkpoi
 
 
 def _protocol_after(protocol, properties, *, legacy_listed=True, requirements=True, normalize=True,
-                    false_is_off=True, reader_lists_all=False):
+                    false_is_off=True, reader_lists_all=False, writer_version_asked=True):
     """The solution's rule, with one of its parts left out or done wrong."""
     if protocol["minWriterVersion"] == 7:
         features = set(protocol.get("writerFeatures") or []) | set(protocol.get("readerFeatures") or [])
@@ -154,7 +165,9 @@ def _protocol_after(protocol, properties, *, legacy_listed=True, requirements=Tr
         if key.startswith("delta.feature."):
             features.add(key[len("delta.feature."):])
         elif key == "delta.minWriterVersion":
-            features |= set(LEGACY_WRITER_FEATURES[int(value)])
+            if writer_version_asked:
+                features |= set(LEGACY_WRITER_FEATURES[int(value)]) - (
+                    {"columnMapping"} if protocol["minReaderVersion"] < 2 else set())
         elif key in FEATURE_OF_PROPERTY and (value != "false" or not false_is_off):
             features.add(FEATURE_OF_PROPERTY[key])
     if requirements and "rowTracking" in features:
@@ -176,6 +189,8 @@ def _protocol_after(protocol, properties, *, legacy_listed=True, requirements=Tr
     ({"requirements": False}, "rowTracking needs domainMetadata"),
     ({"normalize": False}, "that legacy protocol"),                         # a legacy set written with lists
     ({"reader_lists_all": True}, "no writer-only one"),
+    ({"writer_version_asked": False}, "asks for that legacy version's features"),
+    ({"false_is_off": False}, "'false' turns nothing on"),
 ])
 def test_lab14_each_protocol_rule_left_out_is_named(spark, at_test_seed, wrong, expected_words):
     message = failure(check_protocol_after, lambda p, props: _protocol_after(p, props, **wrong))

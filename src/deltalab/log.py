@@ -333,7 +333,7 @@ def deleted_rows(table_path: str | os.PathLike[str], dv: dict[str, Any] | None) 
         data = _z85_decode(str(dv["pathOrInlineDv"]))
     else:
         relative = deletion_vector_file(dv)
-        file = Path(table_path) / relative if relative else Path(urlparse(str(dv["pathOrInlineDv"])).path)
+        file = Path(table_path) / relative if relative else Path(unquote(urlparse(str(dv["pathOrInlineDv"])).path))
         if not file.is_file():
             raise DeltaLabError(f"the deletion vector file {file.name} is missing from {Path(table_path).name}.",
                                 fix="a deletion vector file is deleted only by VACUUM once no add uses it: use a "

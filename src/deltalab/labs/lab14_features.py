@@ -58,10 +58,12 @@ def _spark_row_ids(spark: Any, path: str) -> dict[int, tuple[int, int]]:
     return {int(row["key"]): (int(row["row_id"]), int(row["version"])) for row in rows}
 
 
-def _write_row_table(spark: Any, path: str, kind: str, rng: random.Random) -> RowTable:
-    """Write one table of ``kind`` (``from the start`` or ``enabled later``) with a drawn history."""
-    deletion_vectors = rng.random() < 0.7
-    mapped = rng.random() < 0.4
+def _write_row_table(spark: Any, path: str, kind: str, rng: random.Random, deletion_vectors: bool | None = None,
+                     mapped: bool | None = None) -> RowTable:
+    """Write one table of ``kind`` (``from the start`` or ``enabled later``) with a drawn history; deletion
+    vectors and column mapping drawn unless given."""
+    deletion_vectors = rng.random() < 0.6 if deletion_vectors is None else deletion_vectors
+    mapped = rng.random() < 0.4 if mapped is None else mapped
     interval = rng.choice([3, 4, 100])
     properties = {"delta.enableDeletionVectors": str(deletion_vectors).lower(), "delta.checkpointInterval": str(interval)}
     if mapped:
@@ -118,11 +120,16 @@ def _logs_present(tables: list[Any]) -> bool:
 
 
 def row_tables(spark: Any, seed: int) -> list[RowTable]:
-    """The exercise 1 tables of ``seed``: one of each kind and one drawn, built once per process while intact."""
+    """The exercise 1 tables of ``seed``: one of each kind and one drawn, built once per process while intact.
+
+    Every run has a table with deletion vectors off (rows copied into new files store their commit version
+    too) and one with column mapping (the key column has a physical name), whatever else is drawn."""
     def build(folder: Path) -> list[RowTable]:
         rng = random.Random(seed)
-        kinds = ["from the start", "enabled later", rng.choice(["from the start", "enabled later"])]
-        return [_write_row_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
+        first, second = rng.sample(["from the start", "enabled later"], 2)
+        return [_write_row_table(spark, str(folder / "table_0"), first, rng, deletion_vectors=False),
+                _write_row_table(spark, str(folder / "table_1"), second, rng, mapped=True),
+                _write_row_table(spark, str(folder / "table_2"), rng.choice(["from the start", "enabled later"]), rng)]
 
     return build_once(f"lab14_rows_{seed}", build, _logs_present)
 
@@ -188,23 +195,26 @@ def _row_ids_fix(table: RowTable, answer: dict[int, tuple[int, int]]) -> str:
     sources, deleted_copies = _row_sources(table.path)
     extra = set(answer) - set(table.expected)
     wrong = [key for key in table.expected if key in answer and answer[key] != table.expected[key]]
-    if extra or any(answer[key] in deleted_copies.get(key, ()) for key in wrong):
+    if any(key in deleted_copies for key in extra) or any(answer[key] in deleted_copies.get(key, ()) for key in wrong):
         return ("skip the rows a file's deletion vector marks deleted: deltalab.log.deleted_rows(table_path, "
                 "add['deletionVector']) gives their positions in the file (an UPDATE or DELETE with deletion vectors "
                 "leaves the old row in its file and marks it).")
+    if extra:
+        return ("read only the live files: the add actions left after replaying the log (a file a later commit removed "
+                "is no longer part of the table, even while it is still in the folder).")
     if set(table.expected) - set(answer):
         return "read every live file of the table (the add actions after replay, the checkpoint's included), every row of each."
     ids_wrong = [key for key in wrong if answer[key][0] != table.expected[key][0]]
-    if any(sources[key].id_materialized for key in ids_wrong):
+    if ids_wrong and all(sources[key].id_materialized for key in ids_wrong):
         return ("a row rewritten by UPDATE, MERGE or OPTIMIZE keeps its id: the new file stores it in the materialized "
                 "row id column (its name is delta.rowTracking.materializedRowIdColumnName in the configuration); "
                 "use it where it is not null.")
-    if any(sources[key].deleted_before for key in ids_wrong):
+    if ids_wrong and all(sources[key].deleted_before for key in ids_wrong):
         return ("a row's position counts every row of the file, the deleted ones too: a deletion vector hides rows, "
                 "it does not move the rows after them.")
     if ids_wrong:
         return ("a row without a stored id gets its file's baseRowId plus its position in the file (0 for the first row).")
-    if any(sources[key].version_materialized for key in wrong):
+    if wrong and all(sources[key].version_materialized for key in wrong):
         return ("the materialized row commit version column (delta.rowTracking.materializedRowCommitVersionColumnName) "
                 "holds the version for a row whose file stores one; use it where it is not null.")
     return ("a row without a stored commit version takes its file's defaultRowCommitVersion (the version that "
@@ -252,7 +262,8 @@ def check_row_ids(row_ids: Callable[[str], dict[int, tuple[int, int]]]) -> None:
     check = "row_ids"
     spark = lab_spark()
     hint = ("each add action's baseRowId and defaultRowCommitVersion, the materialized columns named in the "
-            "configuration, and the file's deletion vector.")
+            "configuration, the file's deletion vector, and with column mapping the key column's physical name "
+            "(delta.columnMapping.physicalName in the schema).")
     _check_row_table(check, row_ids, _example_rows(spark), None, hint)   # first: a stub fails before the build
     seed = check_seed()
     tables = row_tables(spark, seed)
@@ -349,7 +360,8 @@ def _draw_changes(rng: random.Random, before: dict[str, Any]) -> dict[str, str]:
 
 #: The cases every run asks (start drawn from the first list, change from the second), each a rule a wrong belief
 #: breaks: legacy features listed at writer 7, a requirement, columnMapping alone (reader 2, no lists), a set
-#: normalized back to a legacy protocol, a feature the legacy versions already imply, 'false'.
+#: normalized back to a legacy protocol, a feature the legacy versions already imply with 'false' for another, a
+#: reader-writer feature that is not a legacy one.
 ALWAYS = (
     (("plain", "writer 3", "writer 4"), ({"delta.enableInCommitTimestamps": "true"},
                                          {"delta.feature.domainMetadata": "supported"},
@@ -357,7 +369,9 @@ ALWAYS = (
     (("plain", "writer 4", "change data feed", "deletion vectors", "column mapping"), ({"delta.enableRowTracking": "true"},)),
     (("plain", "writer 3", "in-commit timestamps", "row tracking"), ({"delta.columnMapping.mode": "name"},)),
     (("change data feed", "column mapping"), ({"delta.minWriterVersion": "4"},)),
-    (("plain", "writer 3", "writer 4"), ({"delta.appendOnly": "true"}, {"delta.enableDeletionVectors": "false"})),
+    (("plain", "writer 3", "writer 4"), ({"delta.appendOnly": "true", "delta.enableDeletionVectors": "false"},)),
+    (tuple(STARTS), ({"delta.enableTypeWidening": "true"}, {"delta.checkpointPolicy": "v2"},
+                     {"delta.feature.vacuumProtocolCheck": "supported"}, {"delta.enableVariantShredding": "true"})),
 )
 
 
@@ -390,7 +404,7 @@ def protocol_cases(spark: Any, seed: int) -> list[ProtocolCase]:
             cases.append({"start": name, "before": before, "properties": changes, "after": _protocol(str(copy))})
         return cases
 
-    return [ProtocolCase(**case) for case in build_once(f"lab14_protocols_{seed}", build, saved=True)]
+    return [ProtocolCase(**case) for case in build_once(f"lab14_protocols_{seed}", build)]
 
 
 EXAMPLE_CASE = ProtocolCase("plain", {"minReaderVersion": 1, "minWriterVersion": 2},
@@ -425,20 +439,19 @@ def _protocol_fix(case: ProtocolCase, answer: Mapping[str, Any]) -> str:
         return "a property set to 'false' turns nothing on: it adds no feature (and does not remove one either)."
     if "rowTracking" in got_features and "domainMetadata" in expected_features - got_features:
         return "some features require others: rowTracking needs domainMetadata, which Delta adds with it."
-    if expected[1] != 7 and got[1] == 7:
-        return ("when the features a table supports are exactly those of a legacy protocol (writer 1 to 6, reader 1 or "
-                "2), Delta writes that legacy protocol, without feature lists: check that case last.")
     if expected_features - got_features:
-        legacy = set(LEGACY_WRITER_FEATURES[6])
-        if (expected_features - got_features) & legacy and case.before.get("minWriterVersion") != 7:
-            return ("a legacy writer version implies features (writer 2: appendOnly and invariants, 3 adds "
-                    "checkConstraints, ...): once the table goes to writer 7 they must all be listed, or the "
-                    "table would lose them.")
         if "delta.minWriterVersion" in case.properties:
             return ("setting delta.minWriterVersion asks for that legacy version's features: add them to the "
                     "features the table already supports.")
+        if (expected_features - got_features) & set(LEGACY_WRITER_FEATURES[6]) and case.before.get("minWriterVersion") != 7:
+            return ("a legacy writer version implies features (writer 2: appendOnly and invariants, 3 adds "
+                    "checkConstraints, ...): once the table goes to writer 7 they must all be listed, or the "
+                    "table would lose them.")
         return ("each property turns on a feature (the table in the exercise); the table keeps every feature it "
                 "already supports.")
+    if expected[1] != 7 and got[1] == 7:
+        return ("when the features a table supports are exactly those of a legacy protocol (writer 1 to 6, reader 1 or "
+                "2), Delta writes that legacy protocol, without feature lists: check that case last.")
     if got_features - expected_features:
         return ("the result supports exactly the features the table supported before plus those the properties "
                 "turn on (and what they require); nothing else.")
