@@ -98,34 +98,17 @@ def _row_ids(table_path: str, *, dvs: bool = True, stored: bool = True, physical
     return answer
 
 
-def test_lab14_deleted_rows_are_not_in_the_table(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, dvs=False))
-    assert "deleted_rows" in message and "marks deleted" in message, message
-
-
-def test_lab14_a_rewritten_row_keeps_its_stored_id(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, stored=False))
-    assert "materialized row id column" in message, message
-
-
-def test_lab14_deleted_rows_keep_their_positions(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, physical=False))
-    assert "the deleted ones too" in message, message
-
-
-def test_lab14_the_commit_version_is_the_files(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, default_version=False))
-    assert "defaultRowCommitVersion" in message, message
-
-
-def test_lab14_a_copied_row_keeps_its_stored_commit_version(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, stored_version=False))
-    assert "materialized row commit version column" in message, message
-
-
-def test_lab14_column_mapping_names_the_key_column_physically(spark, at_test_seed):
-    message = failure(check_row_ids, lambda path: _row_ids(path, mapping=False))
-    assert "raised KeyError" in message and "physical name" in message, message
+@pytest.mark.parametrize("wrong, expected_words", [
+    ({"dvs": False}, ("deleted_rows", "marks deleted")),                        # deleted rows kept
+    ({"stored": False}, ("materialized row id column",)),                       # a rewritten row's stored id ignored
+    ({"physical": False}, ("the deleted ones too",)),                           # positions among surviving rows
+    ({"default_version": False}, ("defaultRowCommitVersion",)),                 # the table's version for every row
+    ({"stored_version": False}, ("materialized row commit version column",)),   # a copied row's stored version ignored
+    ({"mapping": False}, ("raised KeyError", "physical name")),                 # the logical name under column mapping
+])
+def test_lab14_each_row_rule_left_out_is_named(spark, at_test_seed, wrong, expected_words):
+    message = failure(check_row_ids, lambda path: _row_ids(path, **wrong))
+    assert all(words in message for words in expected_words), message
 
 
 def test_lab14_spark_is_refused_and_answers_are_dicts(spark, at_test_seed):
