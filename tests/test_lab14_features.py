@@ -111,6 +111,12 @@ def test_lab14_each_row_rule_left_out_is_named(spark, at_test_seed, wrong, expec
     assert all(words in message for words in expected_words), message
 
 
+def test_lab14_the_examples_rows_pasted_are_not_another_tables(spark, at_test_seed):
+    pasted = dict(lab._example_rows(spark).expected)   # right on the example, copied from its output
+    message = failure(check_row_ids, lambda path: pasted)
+    assert "not this table's rows" in message, message
+
+
 def test_lab14_spark_is_refused_and_answers_are_dicts(spark, at_test_seed):
     def from_spark(path):
         rows = spark.read.format("delta").load(path).selectExpr("key", "_metadata.row_id", "_metadata.row_commit_version")

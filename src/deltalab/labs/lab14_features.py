@@ -44,12 +44,18 @@ class RowTable:
     what: str
     expected: dict[int, tuple[int, int]]
     deletion_vectors: bool
-    mapped: bool
 
 
 def _insert(spark: Any, path: str, start: int, rows: int, files: int) -> None:
     spark.range(start, start + rows, 1, files).selectExpr("id AS key", "CAST(pmod(hash(id), 1000) AS INT) AS v") \
         .write.format("delta").mode("append").save(path)
+
+
+def _merge(spark: Any, path: str, low: int, high: int) -> None:
+    """MERGE keys ``low..high-1``: the ones the table holds are updated (rewritten), the others inserted."""
+    spark.range(low, high).selectExpr("id AS key", "CAST(id AS INT) AS v").createOrReplaceTempView("lab14_source")
+    spark.sql(f"MERGE INTO delta.`{path}` AS t USING lab14_source AS s ON t.key = s.key "
+              "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
 
 
 def _spark_row_ids(spark: Any, path: str) -> dict[int, tuple[int, int]]:
@@ -91,9 +97,7 @@ def _write_row_table(spark: Any, path: str, kind: str, rng: random.Random, delet
         elif step == "merge":
             low = next_key - rng.randint(5, 15)
             high = next_key + rng.randint(3, 12)
-            spark.range(low, high).selectExpr("id AS key", "CAST(id AS INT) AS v").createOrReplaceTempView("lab14_source")
-            spark.sql(f"MERGE INTO delta.`{path}` AS t USING lab14_source AS s ON t.key = s.key "
-                      "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
+            _merge(spark, path, low, high)
             next_key = high
         else:
             rows = rng.randint(5, 30)
@@ -112,7 +116,7 @@ def _write_row_table(spark: Any, path: str, kind: str, rng: random.Random, delet
             + (", deletion vectors on" if deletion_vectors else ", deletion vectors off")
             + (", column mapping on" if mapped else "") + (", OPTIMIZE then UPDATE" if optimized else "")
             + (", its commits before the last checkpoint cleaned up" if cleaned else ""))
-    return RowTable(path, what, _spark_row_ids(spark, path), deletion_vectors, mapped)
+    return RowTable(path, what, _spark_row_ids(spark, path), deletion_vectors)
 
 
 def _logs_present(tables: list[Any]) -> bool:
@@ -144,10 +148,8 @@ def _example_rows(spark: Any) -> RowTable:
         _insert(spark, path, 30, 10, 1)
         spark.sql(f"UPDATE delta.`{path}` SET v = -1 WHERE key IN (3, 31)")
         spark.sql(f"DELETE FROM delta.`{path}` WHERE key = 20")
-        spark.range(35, 45).selectExpr("id AS key", "CAST(id AS INT) AS v").createOrReplaceTempView("lab14_source")
-        spark.sql(f"MERGE INTO delta.`{path}` AS t USING lab14_source AS s ON t.key = s.key "
-                  "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
-        return RowTable(path, "the check's example table", _spark_row_ids(spark, path), True, False)
+        _merge(spark, path, 35, 45)
+        return RowTable(path, "the check's example table", _spark_row_ids(spark, path), True)
 
     return build_once("lab14_rows_example", build, lambda table: _logs_present([table]))
 
@@ -195,6 +197,10 @@ def _row_ids_fix(table: RowTable, answer: dict[int, tuple[int, int]]) -> str:
     sources, deleted_copies = _row_sources(table.path)
     extra = set(answer) - set(table.expected)
     wrong = [key for key in table.expected if key in answer and answer[key] != table.expected[key]]
+    missing = set(table.expected) - set(answer)
+    if extra and missing and not any(key in deleted_copies for key in extra):
+        return ("these are not this table's rows: compute the answer from the files of the table at table_path, "
+                "whichever table the check passes (not from the example, not from values copied from an output).")
     if any(key in deleted_copies for key in extra) or any(answer[key] in deleted_copies.get(key, ()) for key in wrong):
         return ("skip the rows a file's deletion vector marks deleted: deltalab.log.deleted_rows(table_path, "
                 "add['deletionVector']) gives their positions in the file (an UPDATE or DELETE with deletion vectors "
@@ -440,15 +446,18 @@ def _protocol_fix(case: ProtocolCase, answer: Mapping[str, Any]) -> str:
     if "rowTracking" in got_features and "domainMetadata" in expected_features - got_features:
         return "some features require others: rowTracking needs domainMetadata, which Delta adds with it."
     if expected_features - got_features:
+        if (expected_features - got_features) & _features(case.before):
+            if case.before.get("minWriterVersion") != 7:
+                return ("a legacy writer version implies features (writer 2: appendOnly and invariants, 3 adds "
+                        "checkConstraints, ...): once the table goes to writer 7 they must all be listed, or the "
+                        "table would lose them.")
+            return ("the table keeps every feature it supported before (its writerFeatures and readerFeatures): "
+                    "a property change only adds.")
         if "delta.minWriterVersion" in case.properties:
             return ("setting delta.minWriterVersion asks for that legacy version's features: add them to the "
                     "features the table already supports.")
-        if (expected_features - got_features) & set(LEGACY_WRITER_FEATURES[6]) and case.before.get("minWriterVersion") != 7:
-            return ("a legacy writer version implies features (writer 2: appendOnly and invariants, 3 adds "
-                    "checkConstraints, ...): once the table goes to writer 7 they must all be listed, or the "
-                    "table would lose them.")
-        return ("each property turns on a feature (the table in the exercise); the table keeps every feature it "
-                "already supports.")
+        return ("each property turns on a feature (FEATURE_OF_PROPERTY, delta.feature.<name>), with the features it "
+                "requires.")
     if expected[1] != 7 and got[1] == 7:
         return ("when the features a table supports are exactly those of a legacy protocol (writer 1 to 6, reader 1 or "
                 "2), Delta writes that legacy protocol, without feature lists: check that case last.")
@@ -469,7 +478,7 @@ def _protocol_fix(case: ProtocolCase, answer: Mapping[str, Any]) -> str:
 def _check_case(check: str, protocol_after: Callable[..., Any], case: ProtocolCase, seed: int | None,
                 hint: str) -> bool:
     watched = Watched(protocol_after) if callable(protocol_after) else protocol_after
-    on = (f"a table created {case.start} (protocol {short_repr(case.before, 200)}), setting "
+    on = (f"a table created {'plain' if case.start == 'plain' else 'with ' + case.start} (protocol {short_repr(case.before, 200)}), setting "
           f"{short_repr(case.properties, 200)}")
     answer = call_student(check, watched, "protocol_after", dict(case.before), dict(case.properties), hint=hint,
                           seed=seed, on=on)
