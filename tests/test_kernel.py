@@ -9,7 +9,7 @@ import pytest
 
 from deltalab.errors import DeltaLabError
 from deltalab.files import spark_files
-from deltalab.kernel import kernel_error, kernel_files, kernel_rows, kernel_snapshot
+from deltalab.kernel import kernel_error, kernel_file_count, kernel_files, kernel_rows, kernel_snapshot
 from deltalab.log import commit_info, replay_log
 from deltalab import read_table
 
@@ -53,6 +53,13 @@ def test_kernel_files_are_the_files_spark_reads(spark, partitioned_with_dvs) -> 
     assert [f.relative_to(partitioned_with_dvs) for f in files] == [Path(f.path).relative_to(root).as_posix() for f in files]
     assert sum(f.deleted_rows for f in files) == 24 and {f.partition_values["city"] for f in files} == {"New York", "a:b", "50% off", None}
     assert sum(f.size for f in files) == sum(add["size"] for add in replay_log(partitioned_with_dvs).files.values())
+
+
+def test_kernel_file_count_counts_the_files_kernel_lists(spark, partitioned_with_dvs) -> None:
+    """Batch by batch, leaving out the rows Kernel's replay deselects (the adds the DELETE replaced)."""
+    for version in (0, 1, 2):
+        expected = len(replay_log(partitioned_with_dvs, version).files)
+        assert kernel_file_count(spark, partitioned_with_dvs, version) == len(kernel_files(spark, partitioned_with_dvs, version)) == expected
 
 
 def test_kernel_skips_files_and_filters_rows(spark, partitioned_with_dvs) -> None:

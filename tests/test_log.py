@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from deltalab.errors import DeltaLabError
-from deltalab.log import deleted_rows, deletion_vector_file, dv_id, latest_version, read_log, replay_log, short_file_name
+from deltalab.log import (deleted_rows, deletion_vector_file, dv_id, latest_version, log_file_actions, read_log, replay_log,
+                          short_file_name)
 from deltalab.session import temporary_conf
 
 
@@ -192,6 +193,17 @@ def test_v2_checkpoint_with_sidecars(spark, tmp_path: Path, top_level: str) -> N
     assert state.log_files_read[0].endswith(f".{top_level}") and ".checkpoint." in state.log_files_read[0]
     assert any(f.startswith("_sidecars/") for f in state.log_files_read), "the v2 checkpoint's sidecars were read"
     assert_replay_matches_spark(spark, table)
+    top = log_file_actions(table / "_delta_log" / state.log_files_read[0])
+    kinds = {next(iter(action)) for action in top}
+    assert {"checkpointMetadata", "sidecar", "protocol", "metaData"} <= kinds and "add" not in kinds
+    sidecar_adds = [a for f in state.log_files_read if f.startswith("_sidecars/")
+                    for a in log_file_actions(table / "_delta_log" / f) if "add" in a]
+    assert {a["add"]["path"] for a in sidecar_adds} == set(replay_log(table, 2).paths()), "the sidecars hold the adds"
+
+
+def test_log_file_actions_reads_a_commit_like_read_log(tmp_path: Path) -> None:
+    table = write_log(tmp_path / "t", [[{"commitInfo": {"operation": "WRITE"}}, PROTOCOL, METADATA, add("a.parquet", 5)]])
+    assert log_file_actions(table / "_delta_log" / f"{0:020d}.json") == read_log(table).commits[0]
 
 
 @pytest.mark.parametrize("deleted", ["key % 7 = 3", "key % 2 = 0", "key BETWEEN 100 AND 2099", "key = 9999"])

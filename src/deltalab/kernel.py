@@ -29,7 +29,7 @@ from deltalab.errors import DeltaLabError
 from deltalab.locations import hadoop_path, local_path
 from deltalab.log import delta_log_dir, latest_version
 
-__all__ = ["KernelFile", "KernelSnapshot", "kernel_files", "kernel_rows", "kernel_snapshot", "kernel_error"]
+__all__ = ["KernelFile", "KernelSnapshot", "kernel_file_count", "kernel_files", "kernel_rows", "kernel_snapshot", "kernel_error"]
 
 _EPOCH_DAY, _EPOCH_MICROS = dt.date(1970, 1, 1), dt.datetime(1970, 1, 1)
 
@@ -168,6 +168,31 @@ def kernel_files(spark: Any, table_path: str | os.PathLike[str], version: int | 
                                 partition_values=dict(scan_files.getPartitionValues(row)),
                                 deleted_rows=0 if dv is None else int(dv.getCardinality())))
     return files
+
+
+def kernel_file_count(spark: Any, table_path: str | os.PathLike[str], version: int | None = None) -> int:
+    """The number of data files Kernel's scan of ``version`` (default latest) lists, counted batch by batch.
+
+    For tables of many files, where :func:`kernel_files` (a few py4j calls per file) would take
+    minutes: a batch costs one call for its size, and one per row only when Kernel's log replay
+    marked some of its rows as not selected (an add a later remove cancels).
+    """
+    engine, snapshot = _load(spark, table_path, version)
+    batches = _scan(spark, snapshot, None).getScanFiles(engine)
+    count = 0
+    try:
+        while batches.hasNext():
+            batch = batches.next()
+            size = int(batch.getData().getSize())
+            selection = batch.getSelectionVector()
+            if not selection.isPresent():
+                count += size
+                continue
+            vector = selection.get()
+            count += sum(1 for i in range(size) if not vector.isNullAt(i) and vector.getBoolean(i))
+    finally:
+        batches.close()
+    return count
 
 
 def _converter(spark: Any, data_type: Any) -> Callable[[Any, int], Any]:

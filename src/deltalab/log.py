@@ -56,6 +56,7 @@ __all__ = [
     "dv_id",
     "latest_version",
     "list_log_files",
+    "log_file_actions",
     "read_log",
     "replay_log",
     "short_file_name",
@@ -590,6 +591,17 @@ def _read_checkpoint_file(path: Path) -> list[dict[str, Any]]:
             if value is not None:
                 actions.append({column: _clean_action(column, value)})
     return actions
+
+
+def log_file_actions(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The actions in one file of ``_delta_log/``, as one-key dicts (``{"add": {...}}``).
+
+    Reads any of the log's files the same way: a commit or a compacted commit range
+    (``x.y.compacted.json``), a checkpoint (classic, one part of a multi-part one, a v2
+    checkpoint's top-level file in Parquet or JSON) or a v2 checkpoint's sidecar. It does not
+    follow a v2 checkpoint's sidecars: ``replay_log`` does.
+    """
+    return _read_checkpoint_file(Path(path))
 
 
 def _checkpoint_actions(cp: _Checkpoint, log: Path, read: list[str]) -> list[dict[str, Any]]:
