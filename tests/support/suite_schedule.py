@@ -49,6 +49,7 @@ SECONDS_PER_SCOPE = {
     "notebooks/12_other_engines.ipynb": 50,
     "notebooks/13_liquid_clustering.ipynb": 60,  # estimated when it was added, from its own run
     "notebooks/14_table_features.ipynb": 90,  # estimated when it was added, from its own run (93 s of cells alone)
+    "notebooks/15_the_log_at_scale.ipynb": 85,  # estimated when it was added (70 s of cells alone)
     "tests/test_robustness.py": 35,
     "tests/test_lab02_log.py": 10,
 }
