@@ -81,3 +81,24 @@ def test_protocol_features_are_the_bundles_of_legacy_versions_or_the_lists(spark
     assert jvm.protocol_features(spark, listed) == {"read": {"deletionVectors"},
                                                     "write": {"deletionVectors", "appendOnly", "invariants"}}
     assert replay_log(listed).protocol["readerFeatures"] == ["deletionVectors"]
+
+
+def test_delta_log_files_read_names_a_v2_checkpoints_sidecars_and_the_commits_after_it(spark, tmp_path):
+    from pathlib import Path
+
+    from deltalab.session import temporary_conf
+
+    path = str(tmp_path / "v2")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id LONG) USING delta "
+              "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '1000')")
+    for version in range(1, 4):
+        spark.range(0, 6, 1, 3).write.format("delta").mode("append").save(path)
+    with temporary_conf(spark, {"spark.databricks.delta.checkpoint.partSize": "3"}):
+        jvm.delta_log(spark, path).checkpoint()
+    spark.range(0, 6, 1, 3).write.format("delta").mode("append").save(path)
+    names = jvm.delta_log_files_read(spark, path)
+    sidecars = sorted(p.name for p in (Path(path) / "_delta_log" / "_sidecars").glob("*.parquet"))
+    assert sorted(n for n in names if n.startswith("_sidecars/")) == [f"_sidecars/{s}" for s in sidecars]
+    assert len(sidecars) == 3, "9 adds, 3 per sidecar"
+    assert [n for n in names if n.endswith(".json") and ".checkpoint." not in n] == [f"{4:020d}.json"]
+    assert jvm.delta_log_files_read(spark, path, 1) == [f"{0:020d}.json", f"{1:020d}.json"], "no checkpoint yet"
