@@ -100,7 +100,11 @@ def delta_log_segment(spark: Any, table_path: str | os.PathLike[str], version: i
     This is Delta's ``Snapshot.logSegment``: the answer ``deltalab.log.replay_log``'s
     ``log_files_read`` and the labs are compared with.
     """
-    snapshot = _snapshot_at(spark, table_path, version)
+    return _log_segment_of(_snapshot_at(spark, table_path, version))
+
+
+def _log_segment_of(snapshot: Any) -> LogSegment:
+    """The :class:`LogSegment` of one of Delta's ``Snapshot`` objects."""
     segment = snapshot.logSegment()
     provider = segment.checkpointProvider()
     checkpoint = int(provider.version())  # -1 when there is no checkpoint
@@ -126,11 +130,12 @@ def delta_log_files_read(spark: Any, table_path: str | os.PathLike[str], version
     sometimes lists and replays again to no effect, are left out. This is the answer lab 15 is checked
     against.
     """
-    segment = delta_log_segment(spark, table_path, version)
+    snapshot = _snapshot_at(spark, table_path, version)
+    segment = _log_segment_of(snapshot)
     start = -1 if segment.checkpoint_version is None else segment.checkpoint_version
     names = list(segment.checkpoint_files)
     if segment.checkpoint_version is not None:
-        provider = _snapshot_at(spark, table_path, version).checkpointProvider()
+        provider = snapshot.checkpointProvider()
         if "$anon" in provider.getClass().getName():  # Delta's lazy wrapper around the real provider
             provider = provider.underlyingCheckpointProvider()
         if provider.getClass().getName().endswith(".V2CheckpointProvider"):
