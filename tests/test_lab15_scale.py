@@ -16,7 +16,7 @@ import pytest
 from deltalab.jvm import delta_log_files_read
 from deltalab.labs import lab15_scale as lab
 from deltalab.labs.harness import SEED_ENV
-from deltalab.labs.lab15_scale import check_log_files
+from deltalab.labs.lab15_scale import check_checkpoint_files, check_log_files
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
@@ -28,7 +28,7 @@ _RANGE = re.compile(r"^(\d{20})\.(?:(\d{20})\.compacted\.)?json$")
 
 @pytest.fixture(scope="module")
 def solution() -> dict:
-    return solution_namespace(SOURCE, ("setup", "log_files"))
+    return solution_namespace(SOURCE, ("setup", "checkpoint_files", "log_files"))
 
 
 @pytest.fixture
@@ -39,12 +39,26 @@ def at_test_seed(monkeypatch):
 @pytest.mark.parametrize("seed", solution_seeds(SEEDS))
 def test_lab15_the_solution_passes_at_seeds_that_cover_the_edge_cases(spark, solution, capsys, monkeypatch, seed):
     monkeypatch.setenv(SEED_ENV, str(seed))
+    check_checkpoint_files(solution["checkpoint_files"])
     check_log_files(solution["log_files"])
-    assert capsys.readouterr().out.startswith("✓ log_files")
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["✓ checkpoint_files", "✓ log_files"], out
 
 
 def test_lab15_the_stub_is_not_written_yet(spark, at_test_seed):
+    assert "checkpoint_files is not written yet" in failure(check_checkpoint_files, stub)
     assert "log_files is not written yet" in failure(check_log_files, stub)
+
+
+def test_lab15_a_checkpoint_without_its_sidecars_is_refused(spark, solution, at_test_seed):
+    def no_sidecars(path, version):
+        return [name for name in solution["checkpoint_files"](path, version) if not name.startswith("_sidecars/")]
+
+    def with_commits(path, version):
+        return solution["log_files"](path, version)
+
+    assert "`sidecar` actions" in failure(check_checkpoint_files, no_sidecars)
+    assert "Delta does not read" in failure(check_checkpoint_files, with_commits)
 
 
 def test_lab15_every_seed_has_the_cases_delta_decides_apart(spark, at_test_seed):

@@ -2,7 +2,9 @@
 has v2 checkpoints with sidecars, checkpoints in parts, several checkpoints of one version and log compaction
 files.
 
-:func:`check_log_files` runs the student's ``log_files(table_path, version)`` at every version of two tables
+:func:`check_checkpoint_files` and :func:`check_log_files` run the student's ``checkpoint_files(table_path,
+version)`` (the checkpoint files and sidecars a reader uses) and ``log_files(table_path, version)`` (those and the
+commits and compacted files after them) at every version of two tables
 generated afresh for the run from :func:`deltalab.labs.harness.check_seed` (:func:`scale_tables`): one with
 ``delta.checkpointPolicy = 'v2'`` (sidecars; two checkpoints of the newest checkpoint version, one with a JSON
 and one with a Parquet top-level file; a sidecar no top-level file names, as a failed checkpoint attempt leaves)
@@ -38,6 +40,7 @@ from deltalab.session import temporary_conf
 
 __all__ = [
     "CheckFailed",
+    "check_checkpoint_files",
     "check_log_files",
     "scale_tables",
 ]
@@ -278,7 +281,8 @@ def _difference(missing: set[str], extra: set[str]) -> str:
     return "; ".join(parts)
 
 
-def _call(check: str, log_files: Callable[[str, int], Any], table: ScaleTable, version: int, seed: int) -> Any:
+def _call(check: str, func: Callable[[str, int], Any], name: str, table: ScaleTable, version: int,
+          seed: int) -> Any:
     """``call_student`` with the table folder read-only, and the course's readers and Spark's JVM (where Delta
     answers) off limits: watched around the student's function alone, not the harness's own calls."""
     from py4j.java_gateway import JavaMember
@@ -289,19 +293,19 @@ def _call(check: str, log_files: Callable[[str, int], Any], table: ScaleTable, v
         # A call of a JVM method, not any py4j code: py4j's finalizers run in whatever thread collects garbage.
         with calls_watched(functions=[JavaMember.__call__], modules=COURSE_READERS) as seen:
             try:
-                return log_files(table_path, version)
+                return func(table_path, version)
             finally:
                 called.extend(seen)
 
-    answer = call_student(check, watched if callable(log_files) else log_files, "log_files", table.path, version,
+    answer = call_student(check, watched if callable(func) else func, name, table.path, version,
                           hint="list _delta_log; read a v2 checkpoint's top-level file with json or "
                                "pyarrow.parquet to find its sidecars.",
                           read_only=[table.path], seed=seed, on=table.label)
     if called:
         reader = called[0]
-        problem = ("log_files asked Delta, in Spark's JVM, for the answer (a call through spark._jvm)"
+        problem = (f"{name} asked Delta, in Spark's JVM, for the answer (a call through spark._jvm)"
                    if reader.startswith("py4j") else
-                   f"log_files called {reader}, the course's own reader, which already answers this exercise")
+                   f"{name} called {reader}, the course's own reader, which already answers this exercise")
         raise CheckFailed(
             check,
             f"{problem}.",
@@ -312,31 +316,30 @@ def _call(check: str, log_files: Callable[[str, int], Any], table: ScaleTable, v
     return answer
 
 
-def check_log_files(log_files: Callable[[str, int], Iterable[str]]) -> None:
-    """Check ``log_files(table_path, version)`` against the files Delta replays, at every version of the
-    tables generated for this run and of their copies."""
-    check = "log_files"
+def _compare(check: str, func: Callable[[str, int], Any], name: str, chosen: Callable[[str], bool]) -> list[ScaleTable]:
+    """Run ``func(table_path, version)`` at every version of the run's tables and compare its names with the
+    files Delta replays that ``chosen`` keeps."""
     spark = lab_spark()
     seed = check_seed()
     tables = scale_tables(spark, seed)
     for table in tables:
         for version in table.versions:
-            expected = set(delta_log_files_read(spark, table.path, version))
-            answer = _call(check, log_files, table, version, seed)
+            expected = {file for file in delta_log_files_read(spark, table.path, version) if chosen(file)}
+            answer = _call(check, func, name, table, version, seed)
             names = _as_names(answer)
             if names is None:
                 raise CheckFailed(
                     check,
-                    f"log_files returned {short_repr(answer, limit=60)}; it must return file names relative to "
+                    f"{name} returned {short_repr(answer, limit=60)}; it must return file names relative to "
                     "_delta_log/ (a list or set of str), e.g. ['00000000000000000003.json'].",
-                    "the `return` line of log_files; give sidecars as '_sidecars/<name>'.",
+                    f"the `return` line of {name}; give sidecars as '_sidecars/<name>'.",
                     seed=seed,
                 )
-            twice = sorted({name for name in names if names.count(name) > 1})
+            twice = sorted({file for file in names if names.count(file) > 1})
             if twice:
                 raise CheckFailed(
                     check,
-                    f"for version {version} of {table.label}, log_files returned {twice[0]} more than once.",
+                    f"for version {version} of {table.label}, {name} returned {twice[0]} more than once.",
                     "a reader reads each file once: return each name once (a set does that).",
                     seed=seed,
                 )
@@ -345,13 +348,31 @@ def check_log_files(log_files: Callable[[str, int], Iterable[str]]) -> None:
                 missing, extra = expected - got, got - expected
                 raise CheckFailed(
                     check,
-                    f"for version {version} of {table.label}, log_files returned {len(got)} name(s): "
+                    f"for version {version} of {table.label}, {name} returned {len(got)} name(s): "
                     f"{_difference(missing, extra)}.",
                     _fix(missing, extra, version, table),
                     seed=seed,
                 )
+    return tables
+
+
+def _tables_checked(tables: list[ScaleTable]) -> str:
     v2, classic = tables[0], tables[1]
-    passed(check, f"matches the files Delta replays at every version of a v2 table (checkpoints at {v2.checkpoints}, "
-                  f"compacted ranges {v2.compacted}), a classic one (checkpoints at {classic.checkpoints}, compacted "
-                  f"{classic.compacted}), a copy with an older _last_checkpoint, one with its first commits "
-                  "cleaned up and one with a checkpoint part missing.")
+    return (f"at every version of a v2 table (checkpoints at {v2.checkpoints}, compacted ranges {v2.compacted}), a "
+            f"classic one (checkpoints at {classic.checkpoints}, compacted {classic.compacted}), a copy with an older "
+            "_last_checkpoint, one with its first commits cleaned up and one with a checkpoint part missing.")
+
+
+def check_checkpoint_files(checkpoint_files: Callable[[str, int], Iterable[str]]) -> None:
+    """Check ``checkpoint_files(table_path, version)`` against the checkpoint files and sidecars Delta reads, at
+    every version of the tables generated for this run and of their copies."""
+    tables = _compare("checkpoint_files", checkpoint_files, "checkpoint_files",
+                      lambda name: _kind(name) in ("checkpoint", "sidecar"))
+    passed("checkpoint_files", "matches the checkpoint files and sidecars Delta reads " + _tables_checked(tables))
+
+
+def check_log_files(log_files: Callable[[str, int], Iterable[str]]) -> None:
+    """Check ``log_files(table_path, version)`` against the files Delta replays, at every version of the
+    tables generated for this run and of their copies."""
+    tables = _compare("log_files", log_files, "log_files", lambda name: True)
+    passed("log_files", "matches the files Delta replays " + _tables_checked(tables))
