@@ -6,6 +6,8 @@
 #   make test-seeds                                           the labs' solutions at their fixed seeds
 #   make test-sizes                                           the notebooks at their smallest and larger parameters
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
+#   make classroom STUDENTS=ada,bo INSTRUCTORS=ina          JupyterHub with the course for a class, on 127.0.0.1:8000
+#   make test-classroom                                       the classroom's tests: a hub, three students, notebook 00
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
 PYTHON ?= python3
@@ -24,17 +26,17 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor reset test test-seeds test-sizes test-cluster outputs doctor lock clean
+.PHONY: help setup lab instructor reset classroom test test-seeds test-sizes test-cluster test-classroom outputs doctor lock clean
 
 help:
-	@sed -n '1,9p' Makefile
+	@sed -n '1,11p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
 	@echo "Installing the course's pinned packages into $(VENV) (once: a few minutes; pip shows each download) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --disable-pip-version-check -c requirements.lock -e '.[course,test,labs]'
+	$(PY) -m pip install --disable-pip-version-check -c requirements.lock -e '.[course,test,labs,classroom]'
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp src/deltalab/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
@@ -92,6 +94,20 @@ CLUSTER_NOTEBOOKS ?= all
 test-cluster: setup
 	DELTALAB_CLUSTER_NOTEBOOKS=$(CLUSTER_NOTEBOOKS) $(PY) -m pytest -m cluster tests/test_cluster.py $(PYTEST_ARGS)
 
+# JupyterHub for a class on this machine (deltalab.classroom): each student logs in with the class
+# password (DELTALAB_CLASSROOM_PASSWORD, else one drawn and printed) and gets the learner's JupyterLab
+# on a workspace of their own; instructors are the hub's admins. State under ~/deltalab-classroom.
+STUDENTS ?= student1,student2,student3
+INSTRUCTORS ?= instructor
+CLASSROOM_PORT ?= 8000
+classroom: setup
+	@$(PY) -m deltalab classroom --students $(STUDENTS) --instructors $(INSTRUCTORS) --port $(CLASSROOM_PORT)
+
+# A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom.py, marker classroom):
+# logins, workspaces, notebook 00 in three servers at once. CI runs it after make test.
+test-classroom: setup
+	$(PY) -m pytest -m classroom tests/test_classroom.py $(PYTEST_ARGS)
+
 outputs: setup
 	$(PY) -m deltalab execute $(NB)
 
@@ -101,7 +117,7 @@ doctor: $(VENV)/.installed
 # Re-resolve the newest versions allowed by pyproject.toml into requirements.lock.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[course,test,labs]'
+	.lock-venv/bin/pip install --quiet --disable-pip-version-check -e '.[course,test,labs,classroom]'
 	{ sed -n '/^#/p' requirements.lock; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^deltalab'; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 

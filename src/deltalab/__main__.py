@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--memory", default="4g", help="memory the worker offers (default 4g)")
     cluster.add_argument("--dir", type=Path, default=None, metavar="DIR",
                          help="logs and the worker's work directory (default: _cluster under the work root)")
+    classroom = commands.add_parser("classroom", help="start JupyterHub with the course for a class on this machine "
+                                    "(what `make classroom` runs) and keep it running until Ctrl-C")
+    classroom.add_argument("--students", type=_names, required=True, metavar="NAME,NAME,...",
+                           help="the students' user names (lowercase letters, digits, - and _)")
+    classroom.add_argument("--instructors", type=_names, default=[], metavar="NAME,...",
+                           help="the instructors' user names: the hub's admins, with the instructor's JupyterLab")
+    classroom.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this "
+                           "machine only; see the README's classroom section before opening it to a network)")
+    classroom.add_argument("--port", type=int, default=8000, metavar="N", help="default 8000")
+    classroom.add_argument("--root", type=Path, default=None, metavar="DIR", help="the hub's state and the users' "
+                           "homes (default: $DELTALAB_CLASSROOM_DIR, else ~/deltalab-classroom)")
+    classroom.add_argument("--idle-timeout", type=int, default=3600, metavar="SECONDS",
+                           help="stop a server idle this long, freeing its memory (default 3600)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -100,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "cluster":
         return _serve_cluster(args.cores, args.memory, args.dir)
+    if args.command == "classroom":
+        return _serve_classroom(args)
     if args.command == "bench":
         from deltalab.bench import main as bench_main
 
@@ -159,6 +175,37 @@ def _workspace(args: argparse.Namespace) -> int:
         kept = f"; yours is in {backup}" if backup is not None else ""
         print(f"{name}: the course's version again{kept}")
     return 0
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated class list (checked by deltalab.classroom.check_names)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _serve_classroom(args: argparse.Namespace) -> int:
+    """Start the classroom's hub, say how to log in, and keep it until interrupted."""
+    import time
+
+    from deltalab.classroom import LOG_NAME, PASSWORD_ENV, start_classroom
+
+    print(f"Starting JupyterHub for {len(args.students)} student(s) and {len(args.instructors)} instructor(s) ...")
+    room = start_classroom(args.students, args.instructors, root=args.root, ip=args.ip, port=args.port,
+                           idle_timeout=args.idle_timeout)
+    told = "the one you set in " + PASSWORD_ENV if os.environ.get(PASSWORD_ENV) else room.password
+    print(f"Running: {room.url}/hub/login  (students: {', '.join(room.students)}; "
+          f"instructors: {', '.join(room.instructors) or 'none'})")
+    print(f"The class password: {told}")
+    print(f"The hub's state and the users' homes: {room.root} (log: {room.root / LOG_NAME}). Stop with Ctrl-C.",
+          flush=True)
+    try:
+        while room.process is not None and room.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        print("Stopping the hub and every student's server.")
+        room.stop()
+        return 0
+    print(f"deltalab: the hub stopped on its own; see {room.root / LOG_NAME}", file=sys.stderr)
+    return 1
 
 
 def _serve_cluster(cores: int, memory: str, directory: Path | None) -> int:

@@ -1,0 +1,83 @@
+"""What a student does in their JupyterLab behind the hub, done over its REST API and kernel websocket
+(tests/test_classroom.py): log in with the class password, read a notebook of their workspace, run
+its code cells in a kernel of their server."""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import requests
+import websocket
+
+CELL_TIMEOUT = 600   # seconds a cell may run (three students' Spark drivers share two cores)
+
+
+def log_in(hub_url: str, name: str, password: str) -> requests.Response:
+    """Post the hub's login form as a browser does (with the _xsrf cookie the form page sets); the
+    answer, not followed: 302 to the user's server on success."""
+    session = requests.Session()
+    session.get(f"{hub_url}/hub/login", timeout=30)
+    return session.post(f"{hub_url}/hub/login", timeout=30, allow_redirects=False,
+                        data={"username": name, "password": password, "_xsrf": session.cookies.get("_xsrf", "")})
+
+
+def server_get(server_url: str, token: str, path: str) -> requests.Response:
+    """GET ``<server>/api/<path>`` with a user's token."""
+    return requests.get(f"{server_url}api/{path}", headers={"Authorization": f"token {token}"}, timeout=60)
+
+
+def _message(session: str, code: str) -> dict[str, Any]:
+    return {
+        "header": {"msg_id": uuid.uuid4().hex, "username": "student", "session": session,
+                   "msg_type": "execute_request", "version": "5.3"},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                    "allow_stdin": False, "stop_on_error": True},
+    }
+
+
+def _run_cell(ws: websocket.WebSocket, session: str, code: str) -> str | None:
+    """Execute ``code``; None when it ran clean, else the error's name and value."""
+    request = _message(session, code)
+    ws.send(json.dumps(request))
+    error, replied, idle = None, False, False
+    while not (replied and idle):
+        message = json.loads(ws.recv())
+        if message.get("parent_header", {}).get("msg_id") != request["header"]["msg_id"]:
+            continue
+        kind = message["header"]["msg_type"]
+        if kind == "error":
+            error = f"{message['content']['ename']}: {message['content']['evalue']}"
+        elif kind == "execute_reply":
+            replied = True
+            if message["content"]["status"] != "ok":
+                error = error or f"{message['content'].get('ename')}: {message['content'].get('evalue')}"
+        elif kind == "status" and message["content"]["execution_state"] == "idle":
+            idle = True
+    return error
+
+
+def run_notebook(server_url: str, token: str, path: str) -> list[str]:
+    """Run the code cells of the notebook at ``path`` (in the user's workspace) in a new kernel of the
+    user's server, top to bottom, stopping at the first error; the errors (empty: it ran clean)."""
+    response = server_get(server_url, token, f"contents/{path}")
+    response.raise_for_status()
+    cells = [c for c in response.json()["content"]["cells"] if c["cell_type"] == "code"]
+    headers = {"Authorization": f"token {token}"}
+    kernel = requests.post(f"{server_url}api/kernels", json={"name": "python3"}, headers=headers, timeout=60)
+    kernel.raise_for_status()
+    kernel_id = kernel.json()["id"]
+    session = uuid.uuid4().hex
+    ws_url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?session_id={session}"
+    ws = websocket.create_connection(ws_url, header=[f"Authorization: token {token}"], timeout=CELL_TIMEOUT)
+    try:
+        for number, cell in enumerate(cells):
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            error = _run_cell(ws, session, source)
+            if error:
+                return [f"{path}, code cell {number}: {error}"]
+        return []
+    finally:
+        ws.close()
+        requests.delete(f"{server_url}api/kernels/{kernel_id}", headers=headers, timeout=60)
