@@ -27,10 +27,13 @@ _nbval_start_new_kernel = nbval.kernel.start_new_kernel
 def start_new_kernel(startup_timeout: int = 60, kernel_name: str = "python", **kwargs: Any):
     """nbval's ``start_new_kernel``, with the kernel's stderr kept (nbval sends it to /dev/null)
     and up to ``STARTS`` starts when the kernel exits before it answers."""
+    devnull = kwargs.pop("stderr", None)   # nbval's open /dev/null, replaced here
+    if devnull is not None and hasattr(devnull, "close"):
+        devnull.close()
     for start in range(1, STARTS + 1):
         # The kernel keeps writing to this (unlinked) file after it is closed here; it is gone
-        # when the kernel exits.
-        with tempfile.TemporaryFile(mode="w+", prefix="nbval-kernel-stderr-") as stderr:
+        # when the kernel exits (nbval's suites run kernels with quiet logs: a few kilobytes).
+        with tempfile.TemporaryFile(mode="w+", errors="replace", prefix="nbval-kernel-stderr-") as stderr:
             kwargs["stderr"] = stderr
             try:
                 return _nbval_start_new_kernel(startup_timeout=startup_timeout, kernel_name=kernel_name, **kwargs)
