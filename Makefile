@@ -7,7 +7,7 @@
 #   make test-sizes                                           the notebooks at their smallest and larger parameters
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make classroom STUDENTS=ada,bo INSTRUCTORS=ina          JupyterHub with the course for a class, on 127.0.0.1:8000
-#   make test-classroom                                       the classroom's tests: a hub, three students, notebook 00
+#   make test-classroom                                       the classroom's tests: a hub, three students, notebook 00, a lab
 #   make outputs NB=notebooks/02_the_transaction_log.ipynb   re-run notebooks in place (committed outputs)
 
 PYTHON ?= python3
@@ -95,16 +95,17 @@ test-cluster: setup
 	DELTALAB_CLUSTER_NOTEBOOKS=$(CLUSTER_NOTEBOOKS) $(PY) -m pytest -m cluster tests/test_cluster.py $(PYTEST_ARGS)
 
 # JupyterHub for a class on this machine (deltalab.classroom): each student logs in with the class
-# password (DELTALAB_CLASSROOM_PASSWORD, else one drawn and printed) and gets the learner's JupyterLab
-# on a workspace of their own; instructors are the hub's admins. State under ~/deltalab-classroom.
+# password (DELTALAB_CLASSROOM_PASSWORD, else one drawn once and printed) and gets the learner's
+# JupyterLab on a workspace of their own; instructors, the hub's admins, have a password of their own
+# (DELTALAB_CLASSROOM_INSTRUCTOR_PASSWORD, likewise). State under ~/deltalab-classroom.
 STUDENTS ?= student1,student2,student3
 INSTRUCTORS ?= instructor
 CLASSROOM_PORT ?= 8000
 classroom: setup
-	@$(PY) -m deltalab classroom --students $(STUDENTS) --instructors $(INSTRUCTORS) --port $(CLASSROOM_PORT)
+	@$(PY) -m deltalab classroom --students=$(STUDENTS) --instructors=$(INSTRUCTORS) --port=$(CLASSROOM_PORT)
 
 # A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom.py, marker classroom):
-# logins, workspaces, notebook 00 in three servers at once. CI runs it after make test.
+# logins, workspaces, notebook 00 in three servers at once, a lab through nbgrader's exchange. CI runs it.
 test-classroom: setup
 	$(PY) -m pytest -m classroom tests/test_classroom.py $(PYTEST_ARGS)
 

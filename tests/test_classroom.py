@@ -6,27 +6,33 @@ student) and are left out of ``make test``: ``make test-classroom`` runs them, C
 with the class password through the hub's login form; each student's server serves their own
 workspace (the notebooks without outputs, the labs' student versions, no solutions) and refuses
 another student's token; notebook 00 runs in the three servers at once, each writing only in its
-student's work directory; stopping the hub leaves no process of it. The class list's rules need no
-hub and run in ``make test``.
+student's work directory; lab 02 goes from the instructor's release through three students' fetch and
+two submissions to grades and feedback, by nbgrader's exchange; stopping the hub leaves no process of
+it. The class list's rules and the users' nbgrader settings need no hub and run in ``make test``.
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from classroom_testing import log_in, run_notebook, server_get
+from classroom_testing import log_in, put_notebook, run_command, run_notebook, server_get
 from course_testing import REPO
-from deltalab.classroom import Classroom, check_names, class_password, home_of, start_classroom
+from deltalab.classroom import (COURSE_ID, Classroom, check_names, class_password, copy_labs, home_of, nbgrader_settings,
+                                start_classroom)
 from deltalab.errors import DeltaLabError
-from deltalab.processes import is_running, process_tree
+from deltalab.processes import TreeMemory, is_running, process_tree, tree_memory
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
 ANNOUNCEMENT = "Delta Lake internals: lab 02 is due on Friday"
+LAB = "lab02_log"
 
 
 @pytest.mark.parametrize("students, instructors, problem", [
@@ -51,6 +57,24 @@ def test_a_folder_without_the_course_is_refused(tmp_path):
         start_classroom(["ada"], root=tmp_path / "room", course=tmp_path)
 
 
+def test_a_classroom_folder_inside_the_course_is_refused(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    with pytest.raises(DeltaLabError, match="is inside the course"):
+        start_classroom(["ada"], root=tmp_path / "room", course=tmp_path)
+
+
+@pytest.mark.parametrize("password, instructor_password, problem", [
+    ("short", None, "class password in DELTALAB_CLASSROOM_PASSWORD has 5 characters"),
+    (None, "x" * 31, "instructor password in DELTALAB_CLASSROOM_INSTRUCTOR_PASSWORD has 31 characters"),
+    ("y" * 40, "y" * 40, "are the same"),
+])
+def test_passwords_jupyterhub_would_refuse_get_one_clear_error(tmp_path, password, instructor_password, problem):
+    (tmp_path / "course" / "notebooks").mkdir(parents=True)
+    with pytest.raises(DeltaLabError, match=problem):
+        start_classroom(["ada"], ["ina"], root=tmp_path / "room", course=tmp_path / "course",
+                        password=password, instructor_password=instructor_password)
+
+
 @pytest.fixture(scope="module")
 def classroom(tmp_path_factory) -> Classroom:
     root = tmp_path_factory.mktemp("classroom")
@@ -72,6 +96,8 @@ def test_students_log_in_with_the_class_password_and_no_other(classroom):
     assert accepted.status_code == 302, accepted.text[:300]
     assert log_in(classroom.url, "ada", classroom.password + "x").status_code == 403
     assert log_in(classroom.url, "zed", classroom.password).status_code == 403   # not on the class list
+    assert log_in(classroom.url, "ina", classroom.password).status_code == 403   # the instructor has their own
+    assert log_in(classroom.url, "ina", classroom.instructor_password).status_code == 302
 
 
 @pytest.mark.classroom
@@ -106,14 +132,71 @@ def test_each_student_has_a_workspace_of_their_own_without_the_solutions(classro
 
 @pytest.mark.classroom
 def test_notebook_00_runs_in_three_students_servers_at_once(classroom, servers):
-    with ThreadPoolExecutor(len(servers)) as pool:
-        errors = dict(zip(servers, pool.map(lambda s: run_notebook(*s, "notebooks/00_hello_delta.ipynb"),
-                                            servers.values())))
+    """Also measures each student's memory (a figure printed, not a threshold): the peak of their
+    server's process tree (JupyterLab, the kernel, its Spark driver) while notebook 00 runs, and
+    after, when the kernel is shut down."""
+    pids = {name: classroom.api("GET", f"users/{name}")["servers"][""]["state"]["pid"] for name in servers}
+    peaks = {name: TreeMemory(0, 0, 0) for name in servers}
+    with ThreadPoolExecutor(len(servers) + 1) as pool:
+        runs = [pool.submit(run_notebook, *server, "notebooks/00_hello_delta.ipynb") for server in servers.values()]
+        while not all(run.done() for run in runs):
+            for name, pid in pids.items():
+                peaks[name] = max(peaks[name], tree_memory(pid), key=lambda memory: memory.proportional)
+            time.sleep(0.5)
+        errors = {name: run.result() for name, run in zip(servers, runs)}
     assert errors == {name: [] for name in servers}
+    idle = {name: tree_memory(pid) for name, pid in pids.items()}
+    for name in servers:
+        assert peaks[name].proportional > idle[name].proportional > 0
+        print(f"{name}: while notebook 00 ran, at most {peaks[name].proportional / 2**20:,.0f} MiB proportional "
+              f"({peaks[name].resident / 2**20:,.0f} MiB resident, {peaks[name].processes} processes); "
+              f"idle after, {idle[name].proportional / 2**20:,.0f} MiB")
     for name in servers:
         logs = list((home_of(classroom.root, name) / "work").rglob("_delta_log/00000000000000000000.json"))
         assert logs, f"{name}'s notebook wrote no table in {name}'s work directory"
         assert all(json.loads(line) for line in logs[0].read_text().splitlines())
+
+
+def test_the_classrooms_course_id_is_the_labs_one():
+    settings = (REPO / "labs" / "nbgrader_config.py").read_text()
+    assert re.search(r"c\.CourseDirectory\.course_id = ['\"]" + re.escape(COURSE_ID) + "['\"]", settings)
+
+
+@pytest.mark.classroom
+def test_a_lab_goes_from_release_to_grades_and_feedback_through_nbgraders_exchange(classroom, servers):
+    """The instructor releases lab 02, three students fetch it, ada submits the solution, bo the
+    untouched student version, cy nothing; the instructor collects, autogrades and exports the grades,
+    then returns feedback, which the two students fetch. Every step is nbgrader's command, run in the
+    server of the user who would run it."""
+    instructor = (classroom.start_server("ina"), classroom.user_token("ina"))
+    labs = home_of(classroom.root, "ina") / "labs"
+    run_command(*instructor, ["nbgrader", "generate_assignment", LAB, "--force"], cwd="labs")
+    run_command(*instructor, ["nbgrader", "release_assignment", LAB], cwd="labs")
+    for url, token in servers.values():
+        run_command(url, token, ["nbgrader", "fetch_assignment", LAB])
+        assert server_get(url, token, f"contents/{LAB}/{LAB}.ipynb").status_code == 200
+    solution = json.loads((REPO / "labs" / "source" / LAB / f"{LAB}.ipynb").read_text())
+    put_notebook(*servers["ada"], f"{LAB}/{LAB}.ipynb", solution)
+    for name in ["ada", "bo"]:
+        run_command(*servers[name], ["nbgrader", "submit", LAB])
+
+    run_command(*instructor, ["nbgrader", "collect", LAB], cwd="labs")
+    assert sorted(p.name for p in (labs / "submitted").iterdir()) == ["ada", "bo"]
+    run_command(*instructor, ["nbgrader", "autograde", LAB, "--create", "--force"], cwd="labs")
+    run_command(*instructor, ["nbgrader", "export", "--exporter=deltalab.labs.grading.PerCheckCsvExportPlugin",
+                              f"--assignment={LAB}", "--to=grades.csv"], cwd="labs")
+    with open(labs / "grades.csv", newline="") as grades_file:
+        grades = {row["student_id"]: (float(row["score"]), float(row["max_score"])) for row in csv.DictReader(grades_file)}
+    assert set(grades) == {"ada", "bo"}
+    assert grades["ada"][0] == grades["ada"][1] > 0, "the solution gets every point"
+    assert grades["bo"][0] == 0, "the untouched student version gets none"
+
+    run_command(*instructor, ["nbgrader", "generate_feedback", LAB], cwd="labs")
+    run_command(*instructor, ["nbgrader", "release_feedback", LAB], cwd="labs")
+    for name in ["ada", "bo"]:
+        run_command(*servers[name], ["nbgrader", "fetch_feedback", LAB])
+        feedback = list((home_of(classroom.root, name) / "course" / LAB / "feedback").glob(f"*/{LAB}.html"))
+        assert len(feedback) == 1, f"{name} fetched no feedback"
 
 
 @pytest.mark.classroom
@@ -124,7 +207,38 @@ def test_stopping_the_hub_stops_every_server_and_kernel(classroom, servers):
     assert not [p for p in tree if is_running(p)]
 
 
-def test_the_drawn_class_password_is_kept_for_the_next_start_and_private(tmp_path):
-    first = class_password(tmp_path)
-    assert len(first) >= 12 and class_password(tmp_path) == first
-    assert (tmp_path / "class-password").stat().st_mode & 0o077 == 0
+@pytest.mark.parametrize("kind, shortest", [("class-password", 8), ("instructor-password", 32)])
+def test_a_drawn_password_is_kept_for_the_next_start_and_private(tmp_path, kind, shortest):
+    first = class_password(tmp_path, kind)
+    assert len(first) >= shortest and class_password(tmp_path, kind) == first
+    assert (tmp_path / kind).stat().st_mode & 0o077 == 0
+    (tmp_path / kind).write_text("")
+    with pytest.raises(DeltaLabError, match="has 0 characters"):
+        class_password(tmp_path, kind)
+
+
+def test_students_submit_under_their_hub_name_and_instructors_grade_in_their_course_folder(tmp_path):
+    student = nbgrader_settings(tmp_path, "ada", "learner")
+    instructor = nbgrader_settings(tmp_path, "ina", "instructor")
+    for settings in (student, instructor):
+        assert f"c.CourseDirectory.course_id = {COURSE_ID!r}" in settings
+        assert f"c.Exchange.root = {str(tmp_path / 'exchange')!r}" in settings
+    assert "c.CourseDirectory.student_id = 'ada'" in student and "CourseDirectory.root" not in student
+    assert f"c.CourseDirectory.root = {str(home_of(tmp_path, 'ina') / 'labs')!r}" in instructor
+    assert "student_id" not in instructor
+    # the course's settings first (the cell timeout), then the instructor's folder
+    assert instructor.index("load_subconfig(") < instructor.index("c.CourseDirectory.root")
+
+
+def test_an_instructors_course_folder_is_copied_once_without_what_nbgrader_wrote(tmp_path):
+    labs = tmp_path / "labs"
+    (labs / "source" / "lab02_log").mkdir(parents=True)
+    (labs / "source" / "lab02_log" / "lab02_log.ipynb").write_text("{}")
+    (labs / "nbgrader_config.py").write_text("c = get_config()\n")
+    (labs / "gradebook.db").write_text("the repository's own grades")
+    copy_labs(labs, tmp_path / "ina" / "labs")
+    copied = sorted(str(p.relative_to(tmp_path / "ina" / "labs")) for p in (tmp_path / "ina" / "labs").rglob("*"))
+    assert copied == ["nbgrader_config.py", "source", "source/lab02_log", "source/lab02_log/lab02_log.ipynb"]
+    (tmp_path / "ina" / "labs" / "nbgrader_config.py").write_text("# the instructor's own\n")
+    copy_labs(labs, tmp_path / "ina" / "labs")
+    assert (tmp_path / "ina" / "labs" / "nbgrader_config.py").read_text() == "# the instructor's own\n"

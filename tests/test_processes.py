@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from deltalab.processes import ProcessId, end_process, owned_processes, process_tree, start_owned
+from deltalab.processes import ProcessId, TreeMemory, end_process, owned_processes, process_tree, start_owned, tree_memory
 from process_testing import environment, poll, python, running
 
 
@@ -89,3 +89,18 @@ def test_an_interrupted_wait_ends_the_helpers_and_the_cell_runs_again(tmp_path):
     stderr = script.stderr.read()
     assert f"Interrupted: stopped the helper process(es) {tree[0].pid} this kernel started" in stderr, stderr
     assert poll(lambda: not process_tree(second), 10, "the second helper ends with the script") >= 0
+
+
+def test_a_trees_memory_counts_what_its_children_hold(tmp_path):
+    ready = tmp_path / "ready"
+    holder = start_owned([sys.executable, "-c",
+                          "import pathlib, sys, time; held = b\"x\" * (300 * 2**20); "   # every page written
+                          f"pathlib.Path({str(ready)!r}).touch(); time.sleep(600)"], tmp_path / "holder.log")
+    try:
+        poll(ready.exists, 60, "the child holds its memory")
+        memory = tree_memory(holder.pid)
+        assert memory.processes == 2   # the guardian and the holder
+        assert memory.resident >= 300 * 2**20 and 0 < memory.proportional <= memory.resident
+    finally:
+        end_process(holder)
+    assert tree_memory(holder.pid) == TreeMemory(0, 0, 0)

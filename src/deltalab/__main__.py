@@ -186,22 +186,23 @@ def _serve_classroom(args: argparse.Namespace) -> int:
     """Start the classroom's hub, say how to log in, and keep it until interrupted."""
     import time
 
-    from deltalab.classroom import LOG_NAME, PASSWORD_ENV, start_classroom
+    from deltalab.classroom import INSTRUCTOR_PASSWORD_ENV, LOG_NAME, PASSWORD_ENV, start_classroom
 
     print(f"Starting JupyterHub for {len(args.students)} student(s) and {len(args.instructors)} instructor(s) ...")
     room = start_classroom(args.students, args.instructors, root=args.root, ip=args.ip, port=args.port,
                            idle_timeout=args.idle_timeout)
-    told = "the one you set in " + PASSWORD_ENV if os.environ.get(PASSWORD_ENV) else room.password
     print(f"Running: {room.url}/hub/login  (students: {', '.join(room.students)}; "
           f"instructors: {', '.join(room.instructors) or 'none'})")
-    print(f"The class password: {told}")
+    for who, variable, password in [("students'", PASSWORD_ENV, room.password),
+                                    ("instructors'", INSTRUCTOR_PASSWORD_ENV, room.instructor_password)]:
+        print(f"The {who} password: " + (f"the one you set in {variable}" if os.environ.get(variable) else password))
     print(f"The hub's state and the users' homes: {room.root} (log: {room.root / LOG_NAME}). Stop with Ctrl-C.",
           flush=True)
     try:
         while room.process is not None and room.process.poll() is None:
             time.sleep(1)
     except KeyboardInterrupt:
-        print("Stopping the hub and every student's server.")
+        print("Stopping every user's server, then the hub.")
         room.stop()
         return 0
     print(f"deltalab: the hub stopped on its own; see {room.root / LOG_NAME}", file=sys.stderr)

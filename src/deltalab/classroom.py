@@ -8,17 +8,26 @@ versions (:mod:`deltalab.workspace`), and a work directory (``DELTALAB_WORKDIR``
 
 * JupyterHub, with the proxy it starts itself: the Python ``configurable-http-proxy`` (no Node);
 * one single-user JupyterLab per student, started by JupyterHub's ``SimpleLocalProcessSpawner`` as
-  the hub's own system user, in ``<root>/home/<name>``: enough for one machine a class trusts, not
-  an isolation between students (see the README's classroom section for one system user or
-  container per student: ``LocalProcessSpawner``, DockerSpawner, the Kubernetes chart);
-* a password for the class (``DummyAuthenticator``, limited to the class list), from
-  ``DELTALAB_CLASSROOM_PASSWORD``, else drawn once and kept in ``<root>/class-password``;
-  instructors are the hub's admins;
+  the hub's own system user, in ``<root>/home/<name>``: every student's server, terminal and kernel
+  runs as that user and can read the hub's files, so this is for a class that trusts each other
+  on a machine (and an account) kept for it, not an isolation between students;
+* JupyterHub's ``SharedPasswordAuthenticator``, limited to the class list: students log in with
+  the class password (``DELTALAB_CLASSROOM_PASSWORD``, else drawn once and kept in
+  ``<root>/class-password``), instructors, the hub's admins, with a separate one of at least 32
+  characters (``DELTALAB_CLASSROOM_INSTRUCTOR_PASSWORD``, else ``<root>/instructor-password``);
 * the idle culler, a hub service that stops a server idle for ``idle_timeout`` seconds, so that a
   student who left frees the memory of their kernels and Spark drivers;
-* a service token (``Classroom.api_token``, never on a command line) with which this module, its
-  tests and an instructor's scripts drive the hub's REST API: start a student's server, make a
-  student's token.
+* a service token (``Classroom.api_token``, drawn at each start, never on a command line) with which
+  the :class:`Classroom` drives the hub's REST API: start a user's server, make a user's token;
+* nbgrader's exchange, a folder of the classroom (``<root>/exchange``) every user's nbgrader settings
+  name (:func:`nbgrader_settings`): the instructor runs ``nbgrader generate_assignment``,
+  ``release_assignment``, ``collect``, ``autograde``, ``export``, ``generate_feedback`` and
+  ``release_feedback`` in their course folder ``<home>/labs`` (a copy of the course's ``labs/``);
+  students run ``nbgrader fetch_assignment``, ``submit`` and ``fetch_feedback`` in their workspace,
+  under their hub name.
+
+The hub's environment reaches the servers for the variables :data:`ENV_KEPT` names (Java, locale,
+``SPARK_MASTER``, the course's ``DELTALAB_*`` settings), never the passwords or the service token.
 
 Everything the hub writes (its database, cookie secret, proxy pid file, log, the students' homes)
 goes under ``root``. ``jupyterhub -f <root>/jupyterhub_config.py`` reads the settings back through
@@ -28,10 +37,13 @@ one (a real authenticator, an announcement): what it sets wins.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import secrets
+import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -42,22 +54,37 @@ from typing import Any
 from deltalab.errors import DeltaLabError
 from deltalab.jupyterlab import COURSE_DIR_ENV, OPENS, course_root, jupyter_config_dir
 from deltalab.locations import CACHE_ENV, WORKDIR_ENV, cache_root
-from deltalab.processes import end_process, free_loopback_port, start_owned, wait_until
+from deltalab.processes import end_process, free_loopback_port, process_tree, start_owned, wait_until
 from deltalab.workspace import LEARNER_DIR_ENV, update_workspace
 
 #: The classroom's folder when none is given: ``$DELTALAB_CLASSROOM_DIR``, else ``~/deltalab-classroom``.
 CLASSROOM_DIR_ENV = "DELTALAB_CLASSROOM_DIR"
-#: The class's password, when it is not drawn.
+#: The class's password (students), when it is not drawn; at least 8 characters.
 PASSWORD_ENV = "DELTALAB_CLASSROOM_PASSWORD"
+#: The instructors' password, when it is not drawn; at least 32 characters (JupyterHub's rule).
+INSTRUCTOR_PASSWORD_ENV = "DELTALAB_CLASSROOM_INSTRUCTOR_PASSWORD"
 #: How the hub process receives the service token (the environment, not the command line).
 API_TOKEN_ENV = "DELTALAB_CLASSROOM_API_TOKEN"
 SETTINGS_NAME = "classroom.json"
 PASSWORD_FILE = "class-password"
+INSTRUCTOR_PASSWORD_FILE = "instructor-password"
+#: The shortest passwords JupyterHub's SharedPasswordAuthenticator accepts.
+PASSWORD_MIN_LENGTH = {PASSWORD_FILE: 8, INSTRUCTOR_PASSWORD_FILE: 32}
+#: Variables of the hub's environment its users' servers keep (JupyterHub drops all others), with
+#: every ``DELTALAB_*`` one but the hub's secrets; the per-user ones are then set for each.
+ENV_KEPT = ["JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "SPARK_MASTER", "SPARK_LOCAL_IP",
+            "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"]
 CONFIG_NAME = "jupyterhub_config.py"
 #: The instructor's own JupyterHub settings, read after the classroom's (they win).
 EXTRA_CONFIG_NAME = "jupyterhub_config_extra.py"
 LOG_NAME = "jupyterhub.log"
 SERVICE_NAME = "deltalab-classroom"
+#: nbgrader's course id, as labs/nbgrader_config.py sets it (a test compares them).
+COURSE_ID = "deltalab-labs"
+#: How labs/nbgrader_config.py is told the exchange folder the classroom's users share.
+EXCHANGE_ENV = "DELTALAB_NBGRADER_EXCHANGE"
+#: The folder of a user's home that holds their nbgrader settings.
+NBGRADER_CONFIG_DIR = ".deltalab-nbgrader"
 #: JupyterHub's user names are lowercase; these also make safe folder names.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 DEFAULT_IDLE_TIMEOUT = 3600
@@ -89,14 +116,26 @@ def check_names(students: list[str], instructors: list[str]) -> None:
         raise DeltaLabError("a name appears twice in the class list", "list each student and instructor once")
 
 
-def class_password(root: Path) -> str:
-    """The password drawn for the classroom at ``root`` the first time, kept (readable by its owner
-    only) in ``<root>/class-password`` so that it stays the same when the hub is started again."""
-    kept = root / PASSWORD_FILE
+def class_password(root: Path, kind: str = PASSWORD_FILE) -> str:
+    """The password of ``kind`` (:data:`PASSWORD_FILE`, the students'; :data:`INSTRUCTOR_PASSWORD_FILE`)
+    drawn for the classroom at ``root`` the first time, kept (readable by its owner only) in
+    ``<root>/<kind>`` so that it stays the same when the hub is started again."""
+    kept = root / kind
     if not kept.exists():
         kept.touch(mode=0o600)
-        kept.write_text(secrets.token_urlsafe(9))
-    return kept.read_text().strip()
+        kept.write_text(secrets.token_urlsafe(PASSWORD_MIN_LENGTH[kind] + 4))
+    return check_password(kept.read_text().strip(), kind, f"{kept}")
+
+
+def check_password(password: str, kind: str, where: str) -> str:
+    """``password`` if it is long enough for JupyterHub, else one clear error naming ``where`` it came from."""
+    shortest = PASSWORD_MIN_LENGTH[kind]
+    if len(password) < shortest:
+        raise DeltaLabError(f"the {kind.replace('-', ' ')} in {where} has {len(password)} characters; "
+                            f"JupyterHub wants at least {shortest}",
+                            f"set a longer one there, or delete {where} to have one drawn" if where.startswith("/")
+                            else f"set a longer one in {where}")
+    return password
 
 
 def home_of(root: Path, name: str) -> Path:
@@ -122,10 +161,12 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
     c.JupyterHub.db_url = f"sqlite:///{root / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(root / "jupyterhub_cookie_secret")
 
-    c.JupyterHub.authenticator_class = "dummy"
-    c.DummyAuthenticator.password = os.environ[PASSWORD_ENV]
+    c.JupyterHub.authenticator_class = "shared-password"
+    c.SharedPasswordAuthenticator.user_password = os.environ[PASSWORD_ENV]
+    c.SharedPasswordAuthenticator.admin_password = os.environ[INSTRUCTOR_PASSWORD_ENV]
     c.Authenticator.allowed_users = set(settings["students"]) | set(settings["instructors"])
     c.Authenticator.admin_users = set(settings["instructors"])
+    c.Authenticator.allow_existing_users = False   # a name taken off the class list cannot log in again
 
     c.JupyterHub.spawner_class = "simple"
     c.SimpleLocalProcessSpawner.home_dir_template = str(home_of(root, "{username}"))
@@ -133,7 +174,10 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
     c.Spawner.args = ["--allow-root"] if os.geteuid() == 0 else []
     c.Spawner.start_timeout = START_TIMEOUT
     c.Spawner.http_timeout = START_TIMEOUT
-    c.Spawner.pre_spawn_hook = lambda spawner: prepare_server(spawner, settings)
+    secret = {PASSWORD_ENV, INSTRUCTOR_PASSWORD_ENV, API_TOKEN_ENV}
+    c.Spawner.env_keep = ENV_KEPT + sorted(k for k in os.environ if k.startswith("DELTALAB_") and k not in secret)
+    # In a thread: making a workspace copies the course, which would hold up every other login.
+    c.Spawner.pre_spawn_hook = lambda spawner: asyncio.to_thread(prepare_server, spawner, settings)
 
     c.JupyterHub.services = [
         {"name": SERVICE_NAME, "api_token": os.environ[API_TOKEN_ENV]},
@@ -152,40 +196,99 @@ def prepare_server(spawner: Any, settings: dict[str, Any]) -> None:
     """JupyterHub's ``pre_spawn_hook``: the user's workspace and environment before their server starts.
 
     A student gets the learner's JupyterLab on ``<home>/course`` (made or brought up to date from the
-    course: the notebooks without outputs, the labs' student versions, never ``labs/source/``) and a
-    work directory ``<home>/work``; an instructor gets the instructor's JupyterLab on the course itself."""
+    course: the notebooks without outputs, the labs' student versions, never ``labs/source/``); an
+    instructor gets the instructor's JupyterLab on ``<home>``, which holds their nbgrader course
+    folder ``<home>/labs`` (a copy of the course's ``labs/``, made once). Both get a work directory
+    ``<home>/work`` and nbgrader settings of their own (:func:`nbgrader_settings`)."""
     name = spawner.user.name
-    home = home_of(Path(settings["root"]), name)
+    root = Path(settings["root"])
+    home = home_of(root, name)
     course = Path(settings["course"])
     role = "instructor" if name in settings["instructors"] else "learner"
-    workspace = course if role == "instructor" else home / "course"
     if role == "learner":
+        workspace = home / "course"
         update_workspace(course, workspace)
+    else:
+        workspace = home
+        copy_labs(course / "labs", home / "labs")
     (home / "work").mkdir(parents=True, exist_ok=True)
+    nbgrader_dir = home / NBGRADER_CONFIG_DIR
+    nbgrader_dir.mkdir(parents=True, exist_ok=True)
+    (nbgrader_dir / "nbgrader_config.py").write_text(nbgrader_settings(root, name, role))
     config = jupyter_config_dir() / role
     bin_dir = Path(sys.executable).parent
+    config_path = [str(config), str(nbgrader_dir), os.environ.get("JUPYTER_CONFIG_PATH")]
     spawner.notebook_dir = str(workspace)
     spawner.default_url = f"/lab/tree/{OPENS[role]}"
-    spawner.environment = {
+    environment = {
         WORKDIR_ENV: str(home / "work"),
         # The hub's cache: Delta's jars and the JVM class archive, downloaded and built once for the
         # machine, are shared by every student's JVM (which maps the archive rather than loading classes).
         CACHE_ENV: str(cache_root()),
         COURSE_DIR_ENV: str(course),
-        LEARNER_DIR_ENV: str(workspace),
-        "JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in [str(config), os.environ.get("JUPYTER_CONFIG_PATH")] if p),
+        EXCHANGE_ENV: str(root / "exchange"),
+        "JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in config_path if p),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyterlab-workspaces"),
         "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]),
     }
+    if role == "learner":
+        environment[LEARNER_DIR_ENV] = str(workspace)
+    # What the instructor's own settings (c.Spawner.environment) give wins.
+    spawner.environment = {**environment, **dict(spawner.environment)}
+
+
+def copy_labs(labs: Path, destination: Path) -> None:
+    """An instructor's nbgrader course folder: the course's ``labs/`` (its settings, README, the
+    labs' sources and student versions; nothing nbgrader wrote there), copied the first time only, so
+    that the instructor's gradebook and changes are never overwritten."""
+    if destination.exists():
+        return
+    partial = destination.with_name(destination.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)   # a copy an earlier start did not finish
+    partial.mkdir(parents=True)
+    for name in ["nbgrader_config.py", "README.md", "source", "release"]:
+        if (labs / name).is_dir():
+            shutil.copytree(labs / name, partial / name)
+        elif (labs / name).is_file():
+            shutil.copy2(labs / name, partial / name)
+    partial.rename(destination)
+
+
+def nbgrader_settings(root: Path, name: str, role: str) -> str:
+    """The ``nbgrader_config.py`` of a user of the classroom (on their ``JUPYTER_CONFIG_PATH``).
+
+    Everyone: the course's id and the classroom's exchange folder, so that ``nbgrader
+    fetch_assignment lab02_log`` and ``nbgrader submit lab02_log`` need no options. A student: their
+    hub name as nbgrader's student id (the servers run as one system user, whose name nbgrader would
+    take otherwise). An instructor: the course's ``labs/nbgrader_config.py`` (their copy: the cell
+    timeout, the stub the checks know), then their course folder and gradebook, wherever they run
+    nbgrader (the formgrader runs in their home), and no owner check when collecting (every
+    submission belongs to the one system user)."""
+    lines = ["# Written by deltalab.classroom when the server starts.",
+             "c = get_config()  # noqa: F821"]
+    labs = home_of(root, name) / "labs"
+    if role == "instructor":
+        lines.append(f"load_subconfig({str(labs / 'nbgrader_config.py')!r})  # noqa: F821")
+    lines += [f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+              f"c.Exchange.root = {str(root / 'exchange')!r}"]
+    if role == "learner":
+        lines.append(f"c.CourseDirectory.student_id = {name!r}")
+    else:
+        lines += [f"c.CourseDirectory.root = {str(labs)!r}",
+                  f"c.CourseDirectory.db_url = {'sqlite:///' + str(labs / 'gradebook.db')!r}",
+                  "c.ExchangeCollect.check_owner = False"]
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
 class Classroom:
-    """A running hub: its public ``url``, the ``password`` of the class, the service ``api_token``."""
+    """A running hub: its public ``url``, the students' ``password``, the instructors'
+    ``instructor_password``, the service ``api_token``."""
 
     root: Path
     url: str
     password: str
+    instructor_password: str
     api_token: str
     students: list[str]
     instructors: list[str]
@@ -209,19 +312,35 @@ class Classroom:
         its URL."""
         if not self.api("GET", f"users/{name}").get("servers", {}).get("", {}).get("ready"):
             self.api("POST", f"users/{name}/server")
-        wait_until(lambda: self.api("GET", f"users/{name}").get("servers", {}).get("", {}).get("ready", False),
-                   timeout, f"{name}'s JupyterLab to start (log: {self.root / LOG_NAME})", interval=0.5)
+        wait_until(lambda: self._server_ready(name), timeout, f"{name}'s JupyterLab to start", interval=0.5)
         return f"{self.url}/user/{name}/"
+
+    def _server_ready(self, name: str) -> bool:
+        server = self.api("GET", f"users/{name}").get("servers", {}).get("")
+        if server is None:   # the hub dropped it: the start failed
+            raise DeltaLabError(f"{name}'s JupyterLab did not start", f"see why in the hub's log, {self.root / LOG_NAME}")
+        return bool(server.get("ready"))
 
     def user_token(self, name: str, note: str = "deltalab classroom") -> str:
         """A new API token of ``name``'s (what a student's scripts would use)."""
         return str(self.api("POST", f"users/{name}/tokens", note=note, expires_in=24 * 3600)["token"])
 
-    def stop(self) -> None:
-        """Stop the hub; it stops the students' servers and its proxy first."""
-        if self.process is not None:
-            end_process(self.process, timeout=60)
-            self.process = None
+    def stop(self, timeout: float = 60) -> None:
+        """Stop the hub as Ctrl-C would (it stops the users' servers and its proxy and records that
+        in its database), then end whatever of it is left after ``timeout`` seconds."""
+        if self.process is None:
+            return
+        for hub in [p for p in process_tree(self.process.pid) if p.parent == self.process.pid]:
+            try:
+                os.kill(hub.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        end_process(self.process, timeout=timeout)
+        self.process = None
 
 
 def start_classroom(
@@ -232,15 +351,18 @@ def start_classroom(
     ip: str = "127.0.0.1",
     port: int | None = None,
     password: str | None = None,
+    instructor_password: str | None = None,
     idle_timeout: int = DEFAULT_IDLE_TIMEOUT,
     course: str | Path | None = None,
 ) -> Classroom:
     """Start JupyterHub for ``students`` and ``instructors`` on ``ip``:``port`` (a free port of
     127.0.0.1 by default) and wait until it answers; the :class:`Classroom` to drive and stop it.
 
-    ``root`` holds the hub's state and the users' homes (default :func:`classroom_dir`); ``password``
-    defaults to ``$DELTALAB_CLASSROOM_PASSWORD``, else :func:`class_password`; ``course`` is the folder with
-    ``notebooks/`` and ``labs/release/`` (default: this checkout, or ``$DELTALAB_COURSE_DIR``)."""
+    ``root`` holds the hub's state and the users' homes (default :func:`classroom_dir`; not inside the
+    course); ``password`` (students') defaults to ``$DELTALAB_CLASSROOM_PASSWORD``, else
+    :func:`class_password`, and so does ``instructor_password`` (at least 32 characters; it must
+    differ); ``course`` is the folder with ``notebooks/`` and ``labs/`` (default: this checkout, or
+    ``$DELTALAB_COURSE_DIR``)."""
     instructors = list(instructors or [])
     check_names(students, instructors)
     if idle_timeout < 60:
@@ -250,8 +372,19 @@ def start_classroom(
     course = Path(course if course is not None else course_root()).absolute()
     if not (course / "notebooks").is_dir():
         raise DeltaLabError(f"{course} has no notebooks/ folder", "pass the course's folder (--course DIR)")
+    if root == course or course in root.parents:
+        raise DeltaLabError(f"the classroom's folder {root} is inside the course",
+                            f"give a folder outside {course} (--root DIR, or {CLASSROOM_DIR_ENV})")
     root.mkdir(parents=True, exist_ok=True)
-    password = password or os.environ.get(PASSWORD_ENV) or class_password(root)
+    (root / "exchange").mkdir(exist_ok=True)   # nbgrader's formgrader offers Release only once it exists
+    password = check_password(password or os.environ.get(PASSWORD_ENV) or class_password(root),
+                              PASSWORD_FILE, PASSWORD_ENV)
+    instructor_password = check_password(
+        instructor_password or os.environ.get(INSTRUCTOR_PASSWORD_ENV) or class_password(root, INSTRUCTOR_PASSWORD_FILE),
+        INSTRUCTOR_PASSWORD_FILE, INSTRUCTOR_PASSWORD_ENV)
+    if password == instructor_password:
+        raise DeltaLabError("the students' and the instructors' passwords are the same",
+                            f"set different ones in {PASSWORD_ENV} and {INSTRUCTOR_PASSWORD_ENV}")
     api_token = secrets.token_hex(32)
     port = port or free_loopback_port()
     settings = {
@@ -268,14 +401,15 @@ def start_classroom(
                       f"configure_hub(c, {str(root / SETTINGS_NAME)!r})  # noqa: F821 (c: JupyterHub's config)\n"
                       f"if os.path.exists({str(extra)!r}):\n"
                       f"    load_subconfig({str(extra)!r})  # noqa: F821 (traitlets gives config files this function)\n")
-    env = dict(os.environ, **{PASSWORD_ENV: password, API_TOKEN_ENV: api_token})
+    env = dict(os.environ, **{PASSWORD_ENV: password, INSTRUCTOR_PASSWORD_ENV: instructor_password,
+                              API_TOKEN_ENV: api_token})
     jupyterhub = Path(sys.executable).parent / "jupyterhub"
     if not jupyterhub.exists():
         raise DeltaLabError(f"there is no jupyterhub next to {sys.executable}",
                             "run `make setup`, or install the classroom extra: pip install -c requirements.lock '.[classroom]'")
     process = start_owned([str(jupyterhub), "-f", str(config)], root / LOG_NAME, ends_on_interrupt=False, env=env)
     classroom = Classroom(root, f"http://{'127.0.0.1' if ip in ('0.0.0.0', '') else ip}:{port}", password,
-                          api_token, students, instructors, process)
+                          instructor_password, api_token, students, instructors, process)
     try:
         wait_until(lambda: _answers(classroom), START_TIMEOUT, f"JupyterHub to answer on {classroom.url}", interval=0.5)
     except BaseException:
@@ -294,6 +428,6 @@ def _answers(classroom: Classroom) -> bool:
                             f"fix what the log names; the whole log is {classroom.root / LOG_NAME}")
     try:
         return requests.get(f"{classroom.url}/hub/api/", timeout=5).status_code == 200
-    except requests.ConnectionError:
+    except requests.RequestException:   # not listening yet, or too busy to answer in time
         time.sleep(0.1)
         return False

@@ -1,6 +1,6 @@
-"""What a student does in their JupyterLab behind the hub, done over its REST API and kernel websocket
-(tests/test_classroom.py): log in with the class password, read a notebook of their workspace, run
-its code cells in a kernel of their server."""
+"""What a student or an instructor does in their JupyterLab behind the hub, done over its REST API
+and kernel websocket (tests/test_classroom.py): log in with the class password, read a notebook of
+their workspace, run its code cells in a kernel of their server, run a command there (nbgrader's)."""
 from __future__ import annotations
 
 import json
@@ -27,6 +27,13 @@ def server_get(server_url: str, token: str, path: str) -> requests.Response:
     return requests.get(f"{server_url}api/{path}", headers={"Authorization": f"token {token}"}, timeout=60)
 
 
+def put_notebook(server_url: str, token: str, path: str, notebook: dict[str, Any]) -> None:
+    """Save ``notebook`` at ``path`` of the user's server, as JupyterLab does when they save."""
+    response = requests.put(f"{server_url}api/contents/{path}", headers={"Authorization": f"token {token}"},
+                            json={"type": "notebook", "format": "json", "content": notebook}, timeout=60)
+    response.raise_for_status()
+
+
 def _message(session: str, code: str) -> dict[str, Any]:
     return {
         "header": {"msg_id": uuid.uuid4().hex, "username": "student", "session": session,
@@ -37,8 +44,9 @@ def _message(session: str, code: str) -> dict[str, Any]:
     }
 
 
-def _run_cell(ws: websocket.WebSocket, session: str, code: str) -> str | None:
-    """Execute ``code``; None when it ran clean, else the error's name and value."""
+def _run_cell(ws: websocket.WebSocket, session: str, code: str, printed: list[str] | None = None) -> str | None:
+    """Execute ``code``; None when it ran clean, else the error's name and value. What it prints to
+    stdout is appended to ``printed``."""
     request = _message(session, code)
     ws.send(json.dumps(request))
     error, replied, idle = None, False, False
@@ -47,7 +55,9 @@ def _run_cell(ws: websocket.WebSocket, session: str, code: str) -> str | None:
         if message.get("parent_header", {}).get("msg_id") != request["header"]["msg_id"]:
             continue
         kind = message["header"]["msg_type"]
-        if kind == "error":
+        if kind == "stream" and message["content"]["name"] == "stdout" and printed is not None:
+            printed.append(message["content"]["text"])
+        elif kind == "error":
             error = f"{message['content']['ename']}: {message['content']['evalue']}"
         elif kind == "execute_reply":
             replied = True
@@ -64,20 +74,43 @@ def run_notebook(server_url: str, token: str, path: str) -> list[str]:
     response = server_get(server_url, token, f"contents/{path}")
     response.raise_for_status()
     cells = [c for c in response.json()["content"]["cells"] if c["cell_type"] == "code"]
+    sources = [c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in cells]
+    errors, _ = run_cells(server_url, token, sources, path, directory=path.rpartition("/")[0])
+    return errors
+
+
+def run_command(server_url: str, token: str, command: list[str], cwd: str = ".") -> str:
+    """Run ``command`` in a kernel of the user's server, as that user would in a terminal there (their
+    environment, in ``cwd``, relative to the folder their server serves); its output. Fails the test, with the
+    output, if the command fails."""
+    code = ("import subprocess, sys\n"
+            f"done = subprocess.run({command!r}, cwd={cwd!r}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+            "print(done.stdout)\n"
+            "assert done.returncode == 0, f'exit status {done.returncode}'\n")
+    errors, printed = run_cells(server_url, token, [code], " ".join(command), directory="")
+    assert not errors, f"{errors[0]}; it printed:\n{printed[-3000:]}"
+    return printed
+
+
+def run_cells(server_url: str, token: str, sources: list[str], what: str, directory: str) -> tuple[list[str], str]:
+    """Run ``sources`` as cells in a new kernel of the user's server started in ``directory`` (relative
+    to the folder it serves, as JupyterLab starts a notebook's kernel in the notebook's folder),
+    stopping at the first error; the errors (empty: they ran clean) and what they printed."""
     headers = {"Authorization": f"token {token}"}
-    kernel = requests.post(f"{server_url}api/kernels", json={"name": "python3"}, headers=headers, timeout=60)
+    kernel = requests.post(f"{server_url}api/kernels", json={"name": "python3", "path": directory},
+                           headers=headers, timeout=60)
     kernel.raise_for_status()
     kernel_id = kernel.json()["id"]
     session = uuid.uuid4().hex
     ws_url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?session_id={session}"
     ws = websocket.create_connection(ws_url, header=[f"Authorization: token {token}"], timeout=CELL_TIMEOUT)
+    printed: list[str] = []
     try:
-        for number, cell in enumerate(cells):
-            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            error = _run_cell(ws, session, source)
+        for number, source in enumerate(sources):
+            error = _run_cell(ws, session, source, printed)
             if error:
-                return [f"{path}, code cell {number}: {error}"]
-        return []
+                return [f"{what}, code cell {number}: {error}"], "".join(printed)
+        return [], "".join(printed)
     finally:
         ws.close()
         requests.delete(f"{server_url}api/kernels/{kernel_id}", headers=headers, timeout=60)
