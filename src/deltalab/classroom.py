@@ -46,7 +46,6 @@ import signal
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -428,6 +427,5 @@ def _answers(classroom: Classroom) -> bool:
                             f"fix what the log names; the whole log is {classroom.root / LOG_NAME}")
     try:
         return requests.get(f"{classroom.url}/hub/api/", timeout=5).status_code == 200
-    except requests.RequestException:   # not listening yet, or too busy to answer in time
-        time.sleep(0.1)
+    except requests.RequestException:   # not listening yet, or too busy to answer in time (wait_until waits)
         return False

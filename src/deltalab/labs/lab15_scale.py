@@ -281,8 +281,7 @@ def _difference(missing: set[str], extra: set[str]) -> str:
     return "; ".join(parts)
 
 
-def _call(check: str, func: Callable[[str, int], Any], name: str, table: ScaleTable, version: int,
-          seed: int) -> Any:
+def _call(check: str, func: Callable[[str, int], Any], table: ScaleTable, version: int, seed: int) -> Any:
     """``call_student`` with the table folder read-only, and the course's readers and Spark's JVM (where Delta
     answers) off limits: watched around the student's function alone, not the harness's own calls."""
     from py4j.java_gateway import JavaMember
@@ -297,15 +296,15 @@ def _call(check: str, func: Callable[[str, int], Any], name: str, table: ScaleTa
             finally:
                 called.extend(seen)
 
-    answer = call_student(check, watched if callable(func) else func, name, table.path, version,
+    answer = call_student(check, watched if callable(func) else func, check, table.path, version,
                           hint="list _delta_log; read a v2 checkpoint's top-level file with json or "
                                "pyarrow.parquet to find its sidecars.",
                           read_only=[table.path], seed=seed, on=table.label)
     if called:
         reader = called[0]
-        problem = (f"{name} asked Delta, in Spark's JVM, for the answer (a call through spark._jvm)"
+        problem = (f"{check} asked Delta, in Spark's JVM, for the answer (a call through spark._jvm)"
                    if reader.startswith("py4j") else
-                   f"{name} called {reader}, the course's own reader, which already answers this exercise")
+                   f"{check} called {reader}, the course's own reader, which already answers this exercise")
         raise CheckFailed(
             check,
             f"{problem}.",
@@ -316,8 +315,8 @@ def _call(check: str, func: Callable[[str, int], Any], name: str, table: ScaleTa
     return answer
 
 
-def _compare(check: str, func: Callable[[str, int], Any], name: str, chosen: Callable[[str], bool]) -> list[ScaleTable]:
-    """Run ``func(table_path, version)`` at every version of the run's tables and compare its names with the
+def _compare(check: str, func: Callable[[str, int], Any], chosen: Callable[[str], bool]) -> list[ScaleTable]:
+    """Run the student's ``check(table_path, version)`` (``func``) at every version of the run's tables and compare its names with the
     files Delta replays that ``chosen`` keeps."""
     spark = lab_spark()
     seed = check_seed()
@@ -325,21 +324,21 @@ def _compare(check: str, func: Callable[[str, int], Any], name: str, chosen: Cal
     for table in tables:
         for version in table.versions:
             expected = {file for file in delta_log_files_read(spark, table.path, version) if chosen(file)}
-            answer = _call(check, func, name, table, version, seed)
+            answer = _call(check, func, table, version, seed)
             names = _as_names(answer)
             if names is None:
                 raise CheckFailed(
                     check,
-                    f"{name} returned {short_repr(answer, limit=60)}; it must return file names relative to "
+                    f"{check} returned {short_repr(answer, limit=60)}; it must return file names relative to "
                     "_delta_log/ (a list or set of str), e.g. ['00000000000000000003.json'].",
-                    f"the `return` line of {name}; give sidecars as '_sidecars/<name>'.",
+                    f"the `return` line of {check}; give sidecars as '_sidecars/<name>'.",
                     seed=seed,
                 )
             twice = sorted({file for file in names if names.count(file) > 1})
             if twice:
                 raise CheckFailed(
                     check,
-                    f"for version {version} of {table.label}, {name} returned {twice[0]} more than once.",
+                    f"for version {version} of {table.label}, {check} returned {twice[0]} more than once.",
                     "a reader reads each file once: return each name once (a set does that).",
                     seed=seed,
                 )
@@ -348,7 +347,7 @@ def _compare(check: str, func: Callable[[str, int], Any], name: str, chosen: Cal
                 missing, extra = expected - got, got - expected
                 raise CheckFailed(
                     check,
-                    f"for version {version} of {table.label}, {name} returned {len(got)} name(s): "
+                    f"for version {version} of {table.label}, {check} returned {len(got)} name(s): "
                     f"{_difference(missing, extra)}.",
                     _fix(missing, extra, version, table),
                     seed=seed,
@@ -366,13 +365,12 @@ def _tables_checked(tables: list[ScaleTable]) -> str:
 def check_checkpoint_files(checkpoint_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``checkpoint_files(table_path, version)`` against the checkpoint files and sidecars Delta reads, at
     every version of the tables generated for this run and of their copies."""
-    tables = _compare("checkpoint_files", checkpoint_files, "checkpoint_files",
-                      lambda name: _kind(name) in ("checkpoint", "sidecar"))
+    tables = _compare("checkpoint_files", checkpoint_files, lambda name: _kind(name) in ("checkpoint", "sidecar"))
     passed("checkpoint_files", "matches the checkpoint files and sidecars Delta reads " + _tables_checked(tables))
 
 
 def check_log_files(log_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``log_files(table_path, version)`` against the files Delta replays, at every version of the
     tables generated for this run and of their copies."""
-    tables = _compare("log_files", log_files, "log_files", lambda name: True)
+    tables = _compare("log_files", log_files, lambda name: True)
     passed("log_files", "matches the files Delta replays " + _tables_checked(tables))
