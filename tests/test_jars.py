@@ -47,6 +47,30 @@ def test_sessions_add_only_the_jars_spark_does_not_ship(tmp_path):
                                                            "io.delta_delta-storage-4.4.0.jar"]
 
 
+
+def test_a_fetch_keeps_only_the_jars_spark_does_not_ship(tmp_path, monkeypatch):
+    """What Ivy resolves for Delta includes older copies of Spark's own libraries: the cache keeps
+    none of them (they cost 72 MiB of every cache and image, and no session loads them)."""
+    import zipfile
+
+    monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path / "cache"))
+
+    def resolved(staging, java_home, timeout, wanted):
+        folder = staging / "ivy" / "jars"
+        folder.mkdir(parents=True)
+        names = ["io.delta_delta-spark_4.2_2.13-4.4.0.jar", "com.fasterxml.jackson.core_jackson-databind-2.13.5.jar",
+                 "org.apache.hadoop_hadoop-client-runtime-3.4.2.jar", "io.delta_delta-storage-4.4.0.jar"]
+        for name in names:
+            with zipfile.ZipFile(folder / name, "w") as jar:
+                jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        return sorted(folder.glob("*.jar"))
+
+    monkeypatch.setattr(jar_cache, "_resolve_into", resolved)
+    kept = jar_cache.fetch_jars()
+    assert [jar.name for jar in kept] == ["io.delta_delta-spark_4.2_2.13-4.4.0.jar", "io.delta_delta-storage-4.4.0.jar"]
+    assert sorted(p.name for p in jar_cache.jar_dir().iterdir()) == sorted([jar_cache.MANIFEST_NAME] + [j.name for j in kept])
+    assert jar_cache.cached_jars() == kept
+
 def test_the_s3_jar_set_matches_the_hadoop_inside_pyspark(tmp_path, monkeypatch):
     monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path))
     from deltalab.versions import hadoop_version
