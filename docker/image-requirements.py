@@ -3,9 +3,10 @@
 Writes the image's pip inputs from the repository's own files, so that the image installs
 exactly the versions of requirements.lock (run in the directory holding pyproject.toml and
 requirements.lock; the output directory is the first argument, default /tmp):
-  image-requirements.txt  the package's dependencies, its `course` extra, pytest, nbval and
-                          pytest-xdist (the in-container notebook suite); not the browser-test
-                          tools of the `test` extra;
+  image-requirements.txt  the package's dependencies, its `course`, `labs` (nbgrader) and
+                          `classroom` (JupyterHub) extras, pytest, nbval, pytest-xdist and
+                          websocket-client (the in-container suites: the notebooks, the labs'
+                          solutions, a classroom); not the browser-test tools of the `test` extra;
   image-constraints.txt   requirements.lock, except the pins in OVERRIDES when the image's
                           Python (Debian bookworm: 3.11.2) is older than the pinned release allows.
 """
@@ -17,7 +18,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-IMAGE_TOOLS = ["pytest", "nbval", "pytest-xdist"]
+IMAGE_TOOLS = ["pytest", "nbval", "pytest-xdist", "websocket-client"]
+#: The extras the image carries: the course, nbgrader for an instructor's server, and JupyterHub,
+#: so that one image serves a classroom (python -m deltalab classroom) as well as one learner.
+IMAGE_EXTRAS = ["course", "labs", "classroom"]
 
 # name -> (pin, the first Python that can use the locked version, why). Remove an entry once
 # requirements.lock itself pins a version that installs on Python 3.11.2.
@@ -39,7 +43,8 @@ def canonical(name: str) -> str:
 def image_requirements(pyproject_text: str) -> list[str]:
     """The names of what the image installs (versions come from the constraints)."""
     project = tomllib.loads(pyproject_text)["project"]
-    wanted = project["dependencies"] + project["optional-dependencies"]["course"] + IMAGE_TOOLS
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + [name for extra in IMAGE_EXTRAS for name in extras[extra]] + IMAGE_TOOLS
     return [base_name(requirement) for requirement in wanted]
 
 

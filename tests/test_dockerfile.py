@@ -109,12 +109,13 @@ def test_image_constraints_override_exactly_the_pins_named_for_an_older_python(m
     assert newest == lines and changes == [], "a Python new enough for every pin gets the lock unchanged"
 
 
-def test_image_installs_the_course_extra_from_pyproject():
+def test_image_installs_the_course_labs_and_classroom_extras_from_pyproject():
     module = _image_requirements_module()
     wanted = module.image_requirements((REPO / "pyproject.toml").read_text())
     pinned = {module.canonical(module.base_name(line)) for line in (REPO / "requirements.lock").read_text().splitlines()
               if line.strip() and not line.startswith("#")}
-    for name in ["pyspark", "delta-spark", "jupyterlab", "papermill", "nbval", "pytest"]:
+    for name in ["pyspark", "delta-spark", "jupyterlab", "papermill", "nbval", "pytest", "nbgrader", "jupyterhub",
+                 "configurable-http-proxy", "jupyterhub-idle-culler", "websocket-client"]:
         assert name in wanted, f"the image does not install {name}"
     unpinned = [name for name in wanted if module.canonical(name) not in pinned]
     assert unpinned == [], f"requirements.lock pins no version for {unpinned}"
@@ -155,7 +156,25 @@ def test_compose_publishes_jupyterlab_on_localhost_only():
     assert {"lab", "spark-worker"} <= work_mounts, "driver and executors must share the work volume"
 
 
-@pytest.mark.parametrize("script", ["entrypoint.sh", "healthcheck.sh", "fetch-jars.sh", "test-image.sh"])
+@pytest.mark.parametrize("script", ["entrypoint.sh", "healthcheck.sh", "fetch-jars.sh", "test-image.sh", "slim-venv.sh"])
 def test_shell_scripts_parse(script):
     result = subprocess.run(["bash", "-n", str(DOCKER / script)], capture_output=True, text=True)
     assert result.returncode == 0, f"docker/{script} has a syntax error: {result.stderr}"
+
+
+def test_the_image_drops_only_jars_no_session_of_the_course_loads():
+    """docker/slim-venv.sh against this checkout's pinned pyspark: every pattern still names a jar
+    (a new pyspark that renamed one stops the build instead of keeping it silently), and nothing a
+    session loads is on its list. The image then runs every notebook, labs and a classroom (CI)."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    result = subprocess.run(["bash", str(DOCKER / "slim-venv.sh"), str(site), "--dry-run"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    removed = [Path(line).name for line in result.stdout.splitlines() if line.startswith("/")]
+    needed = ("spark-core_", "spark-sql_", "spark-catalyst_", "spark-kvstore_", "spark-sql-api_", "antlr4-runtime-",
+              "arrow-", "icu4j-", "hive-storage-api-", "commons-pool-", "hadoop-client-", "parquet-", "zstd-jni-")
+    assert not [name for name in removed if name.startswith(needed)], removed
+    assert "rocksdbjni" in " ".join(removed) and "tests" in removed
+    megabytes = int(re.search(r"(\d+) MiB", result.stdout).group(1))
+    assert megabytes > 250, result.stdout
