@@ -38,6 +38,7 @@ def course(tmp_path: Path) -> Path:
     for name in ("notebooks/README.md", "labs/README.md", "labs/nbgrader_config.py"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("")
+    (root / "labs" / "source").mkdir()
     return root
 
 
@@ -152,7 +153,14 @@ def test_the_instructor_without_the_labs_is_refused(course, as_user, with_nbgrad
     (course / "labs" / "nbgrader_config.py").unlink()
     with pytest.raises(DeltaLabError, match="needs the labs") as error:
         _launch("instructor", course)
-    assert f"mount your checkout's labs/ at {course / 'labs'}" in error.value.fix
+    assert f"mount your checkout's labs/source at {course / 'labs' / 'source'}" in error.value.fix
+
+
+def test_the_instructor_without_the_labs_sources_is_refused(course, as_user, with_nbgrader):
+    """The course image has nbgrader and the labs' settings, never their sources (the solutions)."""
+    (course / "labs" / "source").rmdir()
+    with pytest.raises(DeltaLabError, match=r"needs the labs, and .*labs/source does not exist"):
+        _launch("instructor", course)
 
 
 def test_a_folder_that_is_not_the_course_is_refused(tmp_path, as_user):

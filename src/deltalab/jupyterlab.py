@@ -131,15 +131,15 @@ def check_role(role: str, root: Path, config_dir: Path) -> None:
         if not _module_installed("nbgrader"):
             raise DeltaLabError(
                 f"the instructor's JupyterLab needs nbgrader, which is not installed in this Python ({sys.prefix})",
-                "from a checkout, run `make instructor` (`make setup` installs nbgrader); the course image does not "
-                "install it: `pip install -c requirements.lock nbgrader` in a derived image",
+                "from a checkout, run `make instructor` (`make setup` installs nbgrader); or install it with "
+                "`pip install -c requirements.lock nbgrader`",
             )
-        if not (root / "labs" / "nbgrader_config.py").is_file():
+        missing = [path for path in (root / "labs" / "nbgrader_config.py", root / "labs" / "source") if not path.exists()]
+        if missing:
             raise DeltaLabError(
-                f"the instructor's JupyterLab needs the labs, and {root / 'labs' / 'nbgrader_config.py'} "
-                "does not exist",
-                f"serve a checkout's root (--root), or, in the course image, mount your checkout's labs/ at "
-                f"{root / 'labs'}",
+                f"the instructor's JupyterLab needs the labs, and {missing[0]} does not exist",
+                f"serve a checkout's root (--root), or, in the course image (which never holds the solutions), "
+                f"mount your checkout's labs/source at {root / 'labs' / 'source'}",
             )
     if not (root / OPENS[role]).is_file():
         raise DeltaLabError(
