@@ -8,13 +8,16 @@
 #      nbval suite over notebooks/, as the non-root user, --network=none, once `deltalab doctor`
 #      there finds the JVM class archive the image built for its jars, then labs' solutions,
 #      mounted read-only (DELTALAB_IMAGE_LABS),
-#   4. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
+#   4. a classroom in the container (issue 39): JupyterHub started by deltalab.classroom, three
+#      students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
+#      exchange (tests/test_classroom.py -m classroom, the tests and labs/source mounted read-only),
+#   5. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
 # and prints the timings. Run from anywhere: bash .ci/container.sh
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
 # for the in-container suite, default 2), DELTALAB_IMAGE_LABS (the labs whose solutions run in the
-# container: folder names of labs/source/, or all; default lab04, 07, 11, 12, 13 and 14), DEBIAN_MIRROR,
+# container: folder names of labs/source/, or all; default lab04, 07, 11, 12, 13, 14 and 15), DEBIAN_MIRROR,
 # HOST_CA_BUNDLE.
 set -euo pipefail
 
@@ -139,7 +142,18 @@ podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mou
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))
 
-# --- 4. JupyterLab token check ------------------------------------------------------------
+# --- 4. a classroom in the container ---------------------------------------------------------
+t=$(now)
+log "a classroom in the container: JupyterHub, three students, an instructor, nbgrader's exchange (--network=none)"
+# The hub, its proxy, every student's server and kernel run inside one container as its non-root
+# user, on the container's loopback; the test drives them as a browser and the users would.
+podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
+    -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
+    "$IMAGE" python -m pytest -m classroom tests/test_classroom.py -p no:cacheprovider \
+    || die "the classroom tests failed in the container"
+TIMES[classroom]=$(( $(now) - t ))
+
+# --- 5. JupyterLab token check ------------------------------------------------------------
 t=$(now)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
@@ -185,4 +199,4 @@ TIMES[token]=$(( $(now) - t ))
 log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; the learner's copy served; healthcheck ok; uid $user"
 
 TIMES[total]=$(( $(now) - START_ALL ))
-log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
+log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
