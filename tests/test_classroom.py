@@ -17,17 +17,16 @@ import csv
 import json
 import re
 import secrets
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from classroom_testing import log_in, put_notebook, run_command, run_notebook, server_get
+from classroom_testing import log_in, peak_memory, put_notebook, run_command, run_notebook, server_get
 from course_testing import REPO
 from deltalab.classroom import (COURSE_ID, Classroom, check_names, class_password, copy_labs, home_of, nbgrader_settings,
                                 start_classroom)
 from deltalab.errors import DeltaLabError
-from deltalab.processes import TreeMemory, is_running, process_tree, tree_memory
+from deltalab.processes import is_running, process_tree, tree_memory
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
@@ -136,13 +135,9 @@ def test_notebook_00_runs_in_three_students_servers_at_once(classroom, servers):
     server's process tree (JupyterLab, the kernel, its Spark driver) while notebook 00 runs, and
     after, when the kernel is shut down."""
     pids = {name: classroom.api("GET", f"users/{name}")["servers"][""]["state"]["pid"] for name in servers}
-    peaks = {name: TreeMemory(0, 0, 0) for name in servers}
-    with ThreadPoolExecutor(len(servers) + 1) as pool:
+    with ThreadPoolExecutor(len(servers)) as pool:
         runs = [pool.submit(run_notebook, *server, "notebooks/00_hello_delta.ipynb") for server in servers.values()]
-        while not all(run.done() for run in runs):
-            for name, pid in pids.items():
-                peaks[name] = max(peaks[name], tree_memory(pid), key=lambda memory: memory.proportional)
-            time.sleep(0.5)
+        peaks = peak_memory(pids, runs)
         errors = {name: run.result() for name, run in zip(servers, runs)}
     assert errors == {name: [] for name in servers}
     idle = {name: tree_memory(pid) for name, pid in pids.items()}

@@ -1,10 +1,13 @@
 """What a student or an instructor does in their JupyterLab behind the hub, done over its REST API
 and kernel websocket (tests/test_classroom.py): log in with the class password, read a notebook of
-their workspace, run its code cells in a kernel of their server, run a command there (nbgrader's)."""
+their workspace, run its code cells in a kernel of their server, run a command there (nbgrader's);
+and the peak memory of their servers while that runs."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from concurrent.futures import Future
 from typing import Any
 
 import requests
@@ -114,3 +117,16 @@ def run_cells(server_url: str, token: str, sources: list[str], what: str, direct
     finally:
         ws.close()
         requests.delete(f"{server_url}api/kernels/{kernel_id}", headers=headers, timeout=60)
+
+
+def peak_memory(pids: dict[str, int], runs: list[Future]) -> dict[str, Any]:
+    """The peak (by proportional memory) of each named process tree, sampled every half second
+    until every one of ``runs`` is done: ``{name: TreeMemory}``."""
+    from deltalab.processes import TreeMemory, tree_memory
+
+    peaks = {name: TreeMemory(0, 0, 0) for name in pids}
+    while not all(run.done() for run in runs):
+        for name, pid in pids.items():
+            peaks[name] = max(peaks[name], tree_memory(pid), key=lambda memory: memory.proportional)
+        time.sleep(0.5)
+    return peaks
