@@ -2,13 +2,14 @@
 three students and an instructor, driven as they would drive it.
 
 The tests marked ``classroom`` start a real hub (its Python proxy, the idle culler, one JupyterLab per
-student) and are left out of ``make test``: ``make test-classroom`` runs them, CI too. Students log in
+student) and are left out of ``make test``: ``make test-classroom`` runs them, CI in the course image
+(.ci/container.sh). Students log in
 with the class password through the hub's login form; each student's server serves their own
 workspace (the notebooks without outputs, the labs' student versions, no solutions) and refuses
 another student's token; notebook 00 runs in the three servers at once, each writing only in its
 student's work directory; lab 02 goes from the instructor's release through three students' fetch and
 two submissions to grades and feedback, by nbgrader's exchange; stopping the hub leaves no process of
-it. The class list's rules and the users' nbgrader settings need no hub and run in ``make test``.
+it; and, on a hub of its own, the idle culler stops a server nobody uses. The class list's rules and the users' nbgrader settings need no hub and run in ``make test``.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ import csv
 import json
 import re
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from classroom_testing import log_in, peak_memory, put_notebook, run_command, run_notebook, server_get
 from course_testing import REPO
-from deltalab.classroom import (COURSE_ID, Classroom, check_names, class_password, copy_labs, home_of, nbgrader_settings,
-                                start_classroom)
+from deltalab.classroom import (COURSE_ID, Classroom, activity_interval, check_names, class_password, copy_labs, home_of,
+                                nbgrader_settings, start_classroom)
 from deltalab.errors import DeltaLabError
-from deltalab.processes import is_running, process_tree, tree_memory
+from deltalab.processes import is_running, process_tree, tree_memory, wait_until
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
@@ -200,6 +202,31 @@ def test_stopping_the_hub_stops_every_server_and_kernel(classroom, servers):
     assert len(tree) > 1 + len(servers)   # the guardian, the hub, its proxy, the culler, the servers
     classroom.stop()
     assert not [p for p in tree if is_running(p)]
+
+
+def test_activity_is_reported_often_enough_for_the_idle_timeout():
+    """The hub hears of a server's activity, and the culler checks, a quarter of the timeout apart
+    (JupyterHub's 5 minutes for the default hour): a student at work is never taken for idle."""
+    assert activity_interval(3600) == 300 and activity_interval(7200) == 300
+    assert activity_interval(600) == 150 and activity_interval(60) == 15
+
+
+@pytest.mark.classroom
+def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp_path):
+    """A hub of its own with the shortest timeout (60 s): a server nobody uses is stopped by the
+    culler within a timeout and a check, its processes end, and the student's workspace stays."""
+    room = start_classroom(["dee"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
+    try:
+        room.start_server("dee")
+        server_pid = room.api("GET", "users/dee")["servers"][""]["state"]["pid"]
+        started = time.monotonic()
+        wait_until(lambda: not room.api("GET", "users/dee")["servers"], 60 + 2 * activity_interval(60) + 30,
+                   "the idle culler to stop dee's server")
+        print(f"dee's idle server stopped by the culler {time.monotonic() - started:.0f} s after it started")
+        assert not is_running(server_pid)
+        assert (home_of(room.root, "dee") / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
+    finally:
+        room.stop()
 
 
 @pytest.mark.parametrize("kind, shortest", [("class-password", 8), ("instructor-password", 32)])

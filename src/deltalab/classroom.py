@@ -87,6 +87,13 @@ NBGRADER_CONFIG_DIR = ".deltalab-nbgrader"
 #: JupyterHub's user names are lowercase; these also make safe folder names.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 DEFAULT_IDLE_TIMEOUT = 3600
+
+
+def activity_interval(idle_timeout: int) -> int:
+    """Seconds between the reports of a server's activity to the hub, and between the idle culler's
+    checks: JupyterHub's 300 (5 minutes) for the default hour, a quarter of a shorter timeout (at
+    least 15 s), so that a student at work is never taken for idle because the hub heard late."""
+    return max(15, min(300, idle_timeout // 4))
 START_TIMEOUT = 120   # seconds for the hub to answer, and for a student's server to be ready
 
 
@@ -178,10 +185,15 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
     # In a thread: making a workspace copies the course, which would hold up every other login.
     c.Spawner.pre_spawn_hook = lambda spawner: asyncio.to_thread(prepare_server, spawner, settings)
 
+    # The culler stops a server whose last activity the hub knows of is older than the timeout; the
+    # hub hears of activity from the proxy and from each server at these intervals.
+    interval = activity_interval(settings["idle_timeout"])
+    c.JupyterHub.last_activity_interval = interval   # each server's: JUPYTERHUB_ACTIVITY_INTERVAL (prepare_server)
     c.JupyterHub.services = [
         {"name": SERVICE_NAME, "api_token": os.environ[API_TOKEN_ENV]},
         {"name": "idle-culler",
-         "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={settings['idle_timeout']}"]},
+         "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={settings['idle_timeout']}",
+                     f"--cull-every={interval}"]},
     ]
     c.JupyterHub.load_roles = [
         {"name": SERVICE_NAME, "services": [SERVICE_NAME],
@@ -228,6 +240,7 @@ def prepare_server(spawner: Any, settings: dict[str, Any]) -> None:
         EXCHANGE_ENV: str(root / "exchange"),
         "JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in config_path if p),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyterlab-workspaces"),
+        "JUPYTERHUB_ACTIVITY_INTERVAL": str(activity_interval(settings["idle_timeout"])),
         "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]),
     }
     if role == "learner":
