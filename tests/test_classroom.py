@@ -218,12 +218,13 @@ def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp
     room = start_classroom(["dee"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
     try:
         room.start_server("dee")
-        server_pid = room.api("GET", "users/dee")["servers"][""]["state"]["pid"]
+        server = process_tree(room.api("GET", "users/dee")["servers"][""]["state"]["pid"])
+        assert server, "dee's server is not running"
         started = time.monotonic()
         wait_until(lambda: not room.api("GET", "users/dee")["servers"], 60 + 2 * activity_interval(60) + 30,
                    "the idle culler to stop dee's server")
         print(f"dee's idle server stopped by the culler {time.monotonic() - started:.0f} s after it started")
-        assert not is_running(server_pid)
+        assert not [p for p in server if is_running(p)], "the server's processes still run"
         assert (home_of(room.root, "dee") / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
     finally:
         room.stop()
