@@ -64,6 +64,15 @@ def test_a_classroom_folder_inside_the_course_is_refused(tmp_path):
         start_classroom(["ada"], root=tmp_path / "room", course=tmp_path)
 
 
+def test_instructors_without_the_labs_sources_are_refused(tmp_path):
+    """The course image never holds labs/source; an instructor's course folder copied without it
+    would stay without it (it is copied once)."""
+    (tmp_path / "course" / "notebooks").mkdir(parents=True)
+    with pytest.raises(DeltaLabError, match="has no labs/source/ folder") as error:
+        start_classroom(["ada"], ["ina"], root=tmp_path / "room", course=tmp_path / "course")
+    assert "mount your checkout's labs/source" in error.value.fix
+
+
 @pytest.mark.parametrize("password, instructor_password, problem", [
     ("short", None, "class password in DELTALAB_CLASSROOM_PASSWORD has 5 characters"),
     (None, "x" * 31, "instructor password in DELTALAB_CLASSROOM_INSTRUCTOR_PASSWORD has 31 characters"),
@@ -71,6 +80,7 @@ def test_a_classroom_folder_inside_the_course_is_refused(tmp_path):
 ])
 def test_passwords_jupyterhub_would_refuse_get_one_clear_error(tmp_path, password, instructor_password, problem):
     (tmp_path / "course" / "notebooks").mkdir(parents=True)
+    (tmp_path / "course" / "labs" / "source").mkdir(parents=True)
     with pytest.raises(DeltaLabError, match=problem):
         start_classroom(["ada"], ["ina"], root=tmp_path / "room", course=tmp_path / "course",
                         password=password, instructor_password=instructor_password)
@@ -214,18 +224,30 @@ def test_activity_is_reported_often_enough_for_the_idle_timeout():
 @pytest.mark.classroom
 def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp_path):
     """A hub of its own with the shortest timeout (60 s): a server nobody uses is stopped by the
-    culler within a timeout and a check, its processes end, and the student's workspace stays."""
-    room = start_classroom(["dee"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
+    culler within a timeout and a check, its processes end, and the student's workspace stays;
+    the server of a student at work (a request every second) is still running past the timeout."""
+    room = start_classroom(["dee", "eve"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
     try:
+        eve = (room.start_server("eve"), room.user_token("eve"))
         room.start_server("dee")
         server = process_tree(room.api("GET", "users/dee")["servers"][""]["state"]["pid"])
         assert server, "dee's server is not running"
         started = time.monotonic()
-        wait_until(lambda: not room.api("GET", "users/dee")["servers"], 60 + 2 * activity_interval(60) + 30,
-                   "the idle culler to stop dee's server")
+
+        def dee_stopped_while_eve_works() -> bool:
+            server_get(*eve, "contents/notebooks").raise_for_status()   # eve at work: a request every second
+            return not room.api("GET", "users/dee")["servers"]
+
+        wait_until(dee_stopped_while_eve_works, 60 + 2 * activity_interval(60) + 30,
+                   "the idle culler to stop dee's server", interval=1)
         print(f"dee's idle server stopped by the culler {time.monotonic() - started:.0f} s after it started")
         assert not [p for p in server if is_running(p)], "the server's processes still run"
         assert (home_of(room.root, "dee") / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
+        # eve keeps working past the timeout plus two of the culler's checks: her server must still run
+        while time.monotonic() - started < 60 + 2 * activity_interval(60) + 5:
+            server_get(*eve, "contents/notebooks").raise_for_status()
+            time.sleep(1)
+        assert room.api("GET", "users/eve")["servers"], "the culler stopped eve's server while she was working"
     finally:
         room.stop()
 

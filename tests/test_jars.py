@@ -47,7 +47,6 @@ def test_sessions_add_only_the_jars_spark_does_not_ship(tmp_path):
                                                            "io.delta_delta-storage-4.4.0.jar"]
 
 
-
 def test_a_fetch_keeps_only_the_jars_spark_does_not_ship(tmp_path, monkeypatch):
     """What Ivy resolves for Delta includes older copies of Spark's own libraries: the cache keeps
     none of them (they cost 72 MiB of every cache and image, and no session loads them)."""
@@ -70,6 +69,7 @@ def test_a_fetch_keeps_only_the_jars_spark_does_not_ship(tmp_path, monkeypatch):
     assert [jar.name for jar in kept] == ["io.delta_delta-spark_4.2_2.13-4.4.0.jar", "io.delta_delta-storage-4.4.0.jar"]
     assert sorted(p.name for p in jar_cache.jar_dir().iterdir()) == sorted([jar_cache.MANIFEST_NAME] + [j.name for j in kept])
     assert jar_cache.cached_jars() == kept
+
 
 def test_the_s3_jar_set_matches_the_hadoop_inside_pyspark(tmp_path, monkeypatch):
     monkeypatch.setenv("DELTALAB_CACHE_DIR", str(tmp_path))

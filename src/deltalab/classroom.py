@@ -94,6 +94,8 @@ def activity_interval(idle_timeout: int) -> int:
     checks: JupyterHub's 300 (5 minutes) for the default hour, a quarter of a shorter timeout (at
     least 15 s), so that a student at work is never taken for idle because the hub heard late."""
     return max(15, min(300, idle_timeout // 4))
+
+
 START_TIMEOUT = 120   # seconds for the hub to answer, and for a student's server to be ready
 
 
@@ -189,6 +191,7 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
     # hub hears of activity from the proxy and from each server at these intervals.
     interval = activity_interval(settings["idle_timeout"])
     c.JupyterHub.last_activity_interval = interval   # each server's: JUPYTERHUB_ACTIVITY_INTERVAL (prepare_server)
+    c.JupyterHub.activity_resolution = min(30, interval)   # reports closer than this are dropped (default 30 s)
     c.JupyterHub.services = [
         {"name": SERVICE_NAME, "api_token": os.environ[API_TOKEN_ENV]},
         {"name": "idle-culler",
@@ -384,6 +387,12 @@ def start_classroom(
     course = Path(course if course is not None else course_root()).absolute()
     if not (course / "notebooks").is_dir():
         raise DeltaLabError(f"{course} has no notebooks/ folder", "pass the course's folder (--course DIR)")
+    if instructors and not (course / "labs" / "source").is_dir():
+        # An instructor's course folder is copied once: without the sources it would stay without them.
+        raise DeltaLabError(f"{course} has no labs/source/ folder, which the instructors' course folders are copied from",
+                            "start the classroom from a checkout, or, in the course image (which never holds the "
+                            "solutions), mount your checkout's labs/source at "
+                            f"{course / 'labs' / 'source'} (make -C docker classroom does)")
     if root == course or course in root.parents:
         raise DeltaLabError(f"the classroom's folder {root} is inside the course",
                             f"give a folder outside {course} (--root DIR, or {CLASSROOM_DIR_ENV})")
@@ -413,8 +422,11 @@ def start_classroom(
                       f"configure_hub(c, {str(root / SETTINGS_NAME)!r})  # noqa: F821 (c: JupyterHub's config)\n"
                       f"if os.path.exists({str(extra)!r}):\n"
                       f"    load_subconfig({str(extra)!r})  # noqa: F821 (traitlets gives config files this function)\n")
-    env = dict(os.environ, **{PASSWORD_ENV: password, INSTRUCTOR_PASSWORD_ENV: instructor_password,
-                              API_TOKEN_ENV: api_token})
+    # TZ=UTC: the Python proxy stamps a route's activity with a local time without a zone, which the hub
+    # reads as UTC; east of Greenwich every server would look active hours ahead and never be culled.
+    # The servers do not inherit it (JupyterHub passes them only ENV_KEPT and DELTALAB_* settings).
+    env = dict(os.environ, TZ="UTC", **{PASSWORD_ENV: password, INSTRUCTOR_PASSWORD_ENV: instructor_password,
+                                        API_TOKEN_ENV: api_token})
     jupyterhub = Path(sys.executable).parent / "jupyterhub"
     if not jupyterhub.exists():
         raise DeltaLabError(f"there is no jupyterhub next to {sys.executable}",
