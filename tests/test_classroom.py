@@ -9,7 +9,8 @@ workspace (the notebooks without outputs, the labs' student versions, no solutio
 another student's token; notebook 00 runs in the three servers at once, each writing only in its
 student's work directory; lab 02 goes from the instructor's release through three students' fetch and
 two submissions to grades and feedback, by nbgrader's exchange; stopping the hub leaves no process of
-it; and, on a hub of its own, the idle culler stops a server nobody uses. The class list's rules and the users' nbgrader settings need no hub and run in ``make test``.
+it; and, on a hub of its own, the idle culler stops a server nobody uses. The class list's rules and
+the users' nbgrader settings need no hub and run in ``make test``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def test_instructors_without_the_labs_sources_are_refused(tmp_path):
     """The course image never holds labs/source; an instructor's course folder copied without it
     would stay without it (it is copied once)."""
     (tmp_path / "course" / "notebooks").mkdir(parents=True)
-    with pytest.raises(DeltaLabError, match="has no labs/source/ folder") as error:
+    (tmp_path / "course" / "labs").mkdir()
+    (tmp_path / "course" / "labs" / "nbgrader_config.py").write_text("")
+    with pytest.raises(DeltaLabError, match="has no labs/source, which the instructors") as error:
         start_classroom(["ada"], ["ina"], root=tmp_path / "room", course=tmp_path / "course")
     assert "mount your checkout's labs/source" in error.value.fix
 
@@ -81,6 +84,7 @@ def test_instructors_without_the_labs_sources_are_refused(tmp_path):
 def test_passwords_jupyterhub_would_refuse_get_one_clear_error(tmp_path, password, instructor_password, problem):
     (tmp_path / "course" / "notebooks").mkdir(parents=True)
     (tmp_path / "course" / "labs" / "source").mkdir(parents=True)
+    (tmp_path / "course" / "labs" / "nbgrader_config.py").write_text("")
     with pytest.raises(DeltaLabError, match=problem):
         start_classroom(["ada"], ["ina"], root=tmp_path / "room", course=tmp_path / "course",
                         password=password, instructor_password=instructor_password)
@@ -234,8 +238,11 @@ def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp
         assert server, "dee's server is not running"
         started = time.monotonic()
 
-        def dee_stopped_while_eve_works() -> bool:
+        def eve_works() -> None:
             server_get(*eve, "contents/notebooks").raise_for_status()   # eve at work: a request every second
+
+        def dee_stopped_while_eve_works() -> bool:
+            eve_works()
             return not room.api("GET", "users/dee")["servers"]
 
         wait_until(dee_stopped_while_eve_works, 60 + 2 * activity_interval(60) + 30,
@@ -245,7 +252,7 @@ def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp
         assert (home_of(room.root, "dee") / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
         # eve keeps working past the timeout plus two of the culler's checks: her server must still run
         while time.monotonic() - started < 60 + 2 * activity_interval(60) + 5:
-            server_get(*eve, "contents/notebooks").raise_for_status()
+            eve_works()
             time.sleep(1)
         assert room.api("GET", "users/eve")["servers"], "the culler stopped eve's server while she was working"
     finally:

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalab.errors import DeltaLabError
-from deltalab.jupyterlab import COURSE_DIR_ENV, OPENS, course_root, jupyter_config_dir
+from deltalab.jupyterlab import COURSE_DIR_ENV, OPENS, course_root, jupyter_config_dir, missing_labs
 from deltalab.locations import CACHE_ENV, WORKDIR_ENV, cache_root
 from deltalab.processes import end_process, free_loopback_port, process_tree, start_owned, wait_until
 from deltalab.workspace import LEARNER_DIR_ENV, update_workspace
@@ -189,7 +189,7 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
 
     # The culler stops a server whose last activity the hub knows of is older than the timeout; the
     # hub hears of activity from the proxy and from each server at these intervals.
-    interval = activity_interval(settings["idle_timeout"])
+    interval = settings["activity_interval"]
     c.JupyterHub.last_activity_interval = interval   # each server's: JUPYTERHUB_ACTIVITY_INTERVAL (prepare_server)
     c.JupyterHub.activity_resolution = min(30, interval)   # reports closer than this are dropped (default 30 s)
     c.JupyterHub.services = [
@@ -243,7 +243,7 @@ def prepare_server(spawner: Any, settings: dict[str, Any]) -> None:
         EXCHANGE_ENV: str(root / "exchange"),
         "JUPYTER_CONFIG_PATH": os.pathsep.join(p for p in config_path if p),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / ".jupyterlab-workspaces"),
-        "JUPYTERHUB_ACTIVITY_INTERVAL": str(activity_interval(settings["idle_timeout"])),
+        "JUPYTERHUB_ACTIVITY_INTERVAL": str(settings["activity_interval"]),
         "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]),
     }
     if role == "learner":
@@ -387,9 +387,11 @@ def start_classroom(
     course = Path(course if course is not None else course_root()).absolute()
     if not (course / "notebooks").is_dir():
         raise DeltaLabError(f"{course} has no notebooks/ folder", "pass the course's folder (--course DIR)")
-    if instructors and not (course / "labs" / "source").is_dir():
+    missing = missing_labs(course) if instructors else []
+    if missing:
         # An instructor's course folder is copied once: without the sources it would stay without them.
-        raise DeltaLabError(f"{course} has no labs/source/ folder, which the instructors' course folders are copied from",
+        raise DeltaLabError(f"{course} has no {missing[0].relative_to(course)}, which the instructors' course "
+                            "folders are copied from",
                             "start the classroom from a checkout, or, in the course image (which never holds the "
                             "solutions), mount your checkout's labs/source at "
                             f"{course / 'labs' / 'source'} (make -C docker classroom does)")
@@ -412,6 +414,7 @@ def start_classroom(
         "root": str(root), "course": str(course), "ip": ip, "port": port,
         "hub_port": free_loopback_port(), "proxy_api_port": free_loopback_port(),
         "students": students, "instructors": instructors, "idle_timeout": idle_timeout,
+        "activity_interval": activity_interval(idle_timeout),
     }
     (root / SETTINGS_NAME).write_text(json.dumps(settings, indent=1))
     config = root / CONFIG_NAME

@@ -111,6 +111,12 @@ def _first_on(first: str, search_path: str | None) -> str:
     return os.pathsep.join([first, search_path]) if search_path else first
 
 
+def missing_labs(root: Path) -> list[Path]:
+    """What an instructor needs of the course at ``root`` and it lacks: the labs' nbgrader settings
+    and their sources (the solutions, which the course image never holds)."""
+    return [path for path in (root / "labs" / "nbgrader_config.py", root / "labs" / "source") if not path.exists()]
+
+
 def check_role(role: str, root: Path, config_dir: Path) -> None:
     """Refuse, with the fix, what would start a JupyterLab that does not work for the role: an
     unknown role, a role without its settings folder, an instructor without nbgrader or without
@@ -134,7 +140,7 @@ def check_role(role: str, root: Path, config_dir: Path) -> None:
                 "from a checkout, run `make instructor` (`make setup` installs nbgrader); or install it with "
                 "`pip install -c requirements.lock nbgrader`",
             )
-        missing = [path for path in (root / "labs" / "nbgrader_config.py", root / "labs" / "source") if not path.exists()]
+        missing = missing_labs(root)
         if missing:
             raise DeltaLabError(
                 f"the instructor's JupyterLab needs the labs, and {missing[0]} does not exist",

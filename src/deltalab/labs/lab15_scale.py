@@ -316,8 +316,8 @@ def _call(check: str, func: Callable[[str, int], Any], table: ScaleTable, versio
 
 
 def _compare(check: str, func: Callable[[str, int], Any], chosen: Callable[[str], bool]) -> list[ScaleTable]:
-    """Run the student's ``check(table_path, version)`` (``func``) at every version of the run's tables and compare its names with the
-    files Delta replays that ``chosen`` keeps."""
+    """Run the student's ``check(table_path, version)`` (``func``) at every version of the run's
+    tables and compare its names with the files Delta replays that ``chosen`` keeps."""
     spark = lab_spark()
     seed = check_seed()
     tables = scale_tables(spark, seed)
