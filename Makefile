@@ -79,7 +79,7 @@ test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
 # The labs' solutions at the fixed seeds after each lab's first (make test runs the first): together
-# the seeds cover every edge case the checks generate. CI runs it after make test.
+# the seeds cover every edge case the checks generate. CI runs them in the course image (.ci/container.sh).
 test-seeds: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
 
@@ -104,10 +104,10 @@ CLASSROOM_PORT ?= 8000
 classroom: setup
 	@$(PY) -m deltalab classroom --students=$(STUDENTS) --instructors=$(INSTRUCTORS) --port=$(CLASSROOM_PORT)
 
-# A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom.py, marker classroom):
-# logins, workspaces, notebook 00 in three servers at once, a lab through nbgrader's exchange. CI runs it.
+# A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom*.py, marker classroom):
+# logins, workspaces, notebook 00 in three servers at once, a lab through nbgrader's exchange. CI runs them in the course image.
 test-classroom: setup
-	$(PY) -m pytest -m classroom tests/test_classroom.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m classroom tests/test_classroom.py tests/test_classroom_culler.py $(PYTEST_ARGS)
 
 outputs: setup
 	$(PY) -m deltalab execute $(NB)

@@ -6,18 +6,21 @@
 #      host CA bundle reaches pip and Ivy as a build secret and stays out of the image),
 #   3. the image's test inside the container (docker/test-image.sh, `deltalab-test-image`): the
 #      nbval suite over notebooks/, as the non-root user, --network=none, once `deltalab doctor`
-#      there finds the JVM class archive the image built for its jars, then labs' solutions,
-#      mounted read-only (DELTALAB_IMAGE_LABS),
+#      there finds the JVM class archive the image built for its jars (and the labs' solution
+#      notebooks DELTALAB_IMAGE_LABS names, mounted read-only: none by default),
+#   3b. every lab's checks on its solutions at the fixed seeds that cover their edge cases
+#      (make test-seeds: tests/ and labs/source mounted read-only), in the container,
 #   4. a classroom in the container (issue 39): JupyterHub started by deltalab.classroom, three
 #      students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
-#      exchange (tests/test_classroom.py -m classroom, the tests and labs/source mounted read-only),
+#      exchange (tests/test_classroom*.py -m classroom, the tests and labs/source mounted read-only;
+#      the idle culler's test on a hub of its own beside them, on a second pytest worker),
 #   5. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
 # and prints the timings. Run from anywhere: bash .ci/container.sh
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
-# for the in-container suite, default 2), DELTALAB_IMAGE_LABS (the labs whose solutions run in the
-# container: folder names of labs/source/, or all; default lab04, 07, 11, 12, 13, 14 and 15), DEBIAN_MIRROR,
+# for the in-container suite, default 2), DELTALAB_IMAGE_LABS (labs whose solution notebooks also run
+# under nbval in the container: folder names of labs/source/, or all; default none), DEBIAN_MIRROR,
 # HOST_CA_BUNDLE.
 set -euo pipefail
 
@@ -118,15 +121,15 @@ fi
 
 # --- 3. nbval suite inside the container --------------------------------------------------
 t=$(now)
-log "nbval over notebooks/ and the labs' solutions in the container (non-root, --network=none)"
+log "nbval over notebooks/ in the container (non-root, --network=none)"
 # The image's test, docker/test-image.sh (also `make -C docker test`): non-root, network off, the
 # class archive found by `deltalab doctor`, then pytest -n WORKERS over notebooks/, then over the
-# labs' solutions this run mounts (read-only): the image carries the student versions only.
-# Which labs: DELTALAB_IMAGE_LABS, names of labs/source/ folders, or "all" (as `make -C docker test`:
-# about 8 minutes more on two cores, which CI's 90 minutes cannot spare today). By default the four
-# labs issue 33 added, whose solutions had never run in the image, lab 13 (issue 34) and the labs added since; the
-# other eight's use the same packages as their notebooks, which run here in full.
-IMAGE_LABS="${DELTALAB_IMAGE_LABS:-lab04_time_travel lab07_skipping lab11_object_stores lab12_engines lab13_clustering lab14_features lab15_scale}"
+# labs' solution notebooks this run mounts (read-only; the image carries the student versions only).
+# Which solution notebooks: DELTALAB_IMAGE_LABS, names of labs/source/ folders, or "all" (as
+# `make -C docker test`); by default none, because step 3b runs every lab's checks on its solutions
+# in the image, at the seeds that cover each check's edge cases (make test runs the solution
+# notebooks natively).
+IMAGE_LABS="${DELTALAB_IMAGE_LABS:-}"
 lab_mounts=()
 if [ "$IMAGE_LABS" = all ]; then
     lab_mounts=(-v "$REPO/labs/source:/home/deltalab/course/labs/source:ro")
@@ -136,11 +139,22 @@ else
         lab_mounts+=(-v "$REPO/labs/source/$lab:/home/deltalab/course/labs/source/$lab:ro")
     done
 fi
-log "the labs' solutions in the container: $IMAGE_LABS"
+[ -z "$IMAGE_LABS" ] || log "the labs' solution notebooks in the container: $IMAGE_LABS"
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
     -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" "$IMAGE" deltalab-test-image \
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))
+
+# --- 3b. every lab's checks in the container (make test-seeds) ------------------------------
+t=$(now)
+log "every lab's checks on its solutions at its fixed seeds in the container (make test-seeds there, --network=none)"
+# The tests and the labs' sources mounted read-only; one Spark session per pytest worker, as natively.
+podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
+    -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
+    "$IMAGE" sh -c 'python -m pytest -n "$0" --dist loadscope -m seeds tests/test_lab*.py -p no:cacheprovider' \
+    "${DELTALAB_CONTAINER_WORKERS:-2}" \
+    || die "the labs' checks at their seeds failed in the container"
+TIMES[labs]=$(( $(now) - t ))
 
 # --- 4. a classroom in the container ---------------------------------------------------------
 t=$(now)
@@ -149,7 +163,8 @@ log "a classroom in the container: JupyterHub, three students, an instructor, nb
 # user, on the container's loopback; the test drives them as a browser and the users would.
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
     -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
-    "$IMAGE" python -m pytest -m classroom tests/test_classroom.py -p no:cacheprovider \
+    "$IMAGE" python -m pytest -n 2 --dist loadscope -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
+    -p no:cacheprovider \
     || die "the classroom tests failed in the container"
 TIMES[classroom]=$(( $(now) - t ))
 
@@ -199,4 +214,4 @@ TIMES[token]=$(( $(now) - t ))
 log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; the learner's copy served; healthcheck ok; uid $user"
 
 TIMES[total]=$(( $(now) - START_ALL ))
-log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
+log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, labs at their seeds ${TIMES[labs]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"

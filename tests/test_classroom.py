@@ -9,7 +9,8 @@ workspace (the notebooks without outputs, the labs' student versions, no solutio
 another student's token; notebook 00 runs in the three servers at once, each writing only in its
 student's work directory; lab 02 goes from the instructor's release through three students' fetch and
 two submissions to grades and feedback, by nbgrader's exchange; stopping the hub leaves no process of
-it; and, on a hub of its own, the idle culler stops a server nobody uses. The class list's rules and
+it. The idle culler, on a hub of its own, is tested in test_classroom_culler.py (a module of its own,
+so that a second pytest worker runs its minutes of waiting beside these). The class list's rules and
 the users' nbgrader settings need no hub and run in ``make test``.
 """
 
@@ -19,17 +20,16 @@ import csv
 import json
 import re
 import secrets
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from classroom_testing import log_in, peak_memory, put_notebook, run_command, run_notebook, server_get
 from course_testing import REPO
-from deltalab.classroom import (COURSE_ID, Classroom, activity_interval, check_names, class_password, copy_labs, home_of,
+from deltalab.classroom import (COURSE_ID, Classroom, check_names, class_password, copy_labs, home_of,
                                 nbgrader_settings, start_classroom)
 from deltalab.errors import DeltaLabError
-from deltalab.processes import is_running, process_tree, tree_memory, wait_until
+from deltalab.processes import is_running, process_tree, tree_memory
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
@@ -47,6 +47,13 @@ LAB = "lab02_log"
 def test_a_class_list_the_hub_would_refuse_gets_one_clear_error(students, instructors, problem):
     with pytest.raises(DeltaLabError, match=problem):
         check_names(students, instructors)
+
+
+@pytest.mark.parametrize("memory", ["lots", "1.5g", "0", "-1g"])
+def test_a_driver_heap_spark_would_refuse_is_refused_before_the_hub_starts(tmp_path, memory):
+    with pytest.raises(DeltaLabError, match="is not a heap size for Spark's driver") as error:
+        start_classroom(["ada"], root=tmp_path, driver_memory=memory)
+    assert "e.g. 1g or 512m" in error.value.fix
 
 
 def test_a_culler_that_would_stop_a_reading_student_is_refused(tmp_path):
@@ -216,47 +223,6 @@ def test_stopping_the_hub_stops_every_server_and_kernel(classroom, servers):
     assert len(tree) > 1 + len(servers)   # the guardian, the hub, its proxy, the culler, the servers
     classroom.stop()
     assert not [p for p in tree if is_running(p)]
-
-
-def test_activity_is_reported_often_enough_for_the_idle_timeout():
-    """The hub hears of a server's activity, and the culler checks, a quarter of the timeout apart
-    (JupyterHub's 5 minutes for the default hour): a student at work is never taken for idle."""
-    assert activity_interval(3600) == 300 and activity_interval(7200) == 300
-    assert activity_interval(600) == 150 and activity_interval(60) == 15
-
-
-@pytest.mark.classroom
-def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp_path):
-    """A hub of its own with the shortest timeout (60 s): a server nobody uses is stopped by the
-    culler within a timeout and a check, its processes end, and the student's workspace stays;
-    the server of a student at work (a request every second) is still running past the timeout."""
-    room = start_classroom(["dee", "eve"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
-    try:
-        eve = (room.start_server("eve"), room.user_token("eve"))
-        room.start_server("dee")
-        server = process_tree(room.api("GET", "users/dee")["servers"][""]["state"]["pid"])
-        assert server, "dee's server is not running"
-        started = time.monotonic()
-
-        def eve_works() -> None:
-            server_get(*eve, "contents/notebooks").raise_for_status()   # eve at work: a request every second
-
-        def dee_stopped_while_eve_works() -> bool:
-            eve_works()
-            return not room.api("GET", "users/dee")["servers"]
-
-        wait_until(dee_stopped_while_eve_works, 60 + 2 * activity_interval(60) + 30,
-                   "the idle culler to stop dee's server", interval=1)
-        print(f"dee's idle server stopped by the culler {time.monotonic() - started:.0f} s after it started")
-        assert not [p for p in server if is_running(p)], "the server's processes still run"
-        assert (home_of(room.root, "dee") / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
-        # eve keeps working past the timeout plus two of the culler's checks: her server must still run
-        while time.monotonic() - started < 60 + 2 * activity_interval(60) + 5:
-            eve_works()
-            time.sleep(1)
-        assert room.api("GET", "users/eve")["servers"], "the culler stopped eve's server while she was working"
-    finally:
-        room.stop()
 
 
 @pytest.mark.parametrize("kind, shortest", [("class-password", 8), ("instructor-password", 32)])

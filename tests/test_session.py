@@ -8,7 +8,7 @@ import os
 import pytest
 
 from deltalab import DeltaLabError, get_spark
-from deltalab.session import SHORT_RUN_JAVA_OPTIONS, _on_loopback, default_conf, resolve_master
+from deltalab.session import SHORT_RUN_JAVA_OPTIONS, _on_loopback, check_driver_memory, default_conf, resolve_master
 from process_testing import run_python
 
 
@@ -47,6 +47,18 @@ def test_executors_of_a_cluster_on_this_machine_get_the_short_run_java_options(t
     conf = default_conf([], tmp_path, local=url.startswith("local"), executors_share_this_machine=_on_loopback(url))
     assert SHORT_RUN_JAVA_OPTIONS in conf["spark.driver.extraJavaOptions"]
     assert conf.get("spark.executor.extraJavaOptions") == (SHORT_RUN_JAVA_OPTIONS if on_this_machine else None)
+
+
+@pytest.mark.parametrize("memory", ["1g", "512m", "2G", "1024", "3gb"])
+def test_heap_sizes_spark_accepts(memory):
+    assert check_driver_memory(f" {memory} ") == memory
+
+
+def test_a_driver_heap_spark_would_refuse_is_named_with_where_it_came_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTALAB_DRIVER_MEMORY", "2 GB")
+    with pytest.raises(DeltaLabError, match=r"'2 GB' \(from DELTALAB_DRIVER_MEMORY\) is not a heap size") as error:
+        default_conf([], tmp_path)
+    assert "unset DELTALAB_DRIVER_MEMORY" in error.value.fix
 
 
 def test_was_interrupted_follows_the_context_of_an_error() -> None:

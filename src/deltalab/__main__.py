@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                            "homes (default: $DELTALAB_CLASSROOM_DIR, else ~/deltalab-classroom)")
     classroom.add_argument("--idle-timeout", type=int, default=3600, metavar="SECONDS",
                            help="stop a server idle this long, freeing its memory (default 3600)")
+    classroom.add_argument("--driver-memory", default=None, metavar="SIZE",
+                           help="each user's Spark driver heap (default: $DELTALAB_DRIVER_MEMORY, else 1g)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -190,7 +192,7 @@ def _serve_classroom(args: argparse.Namespace) -> int:
 
     print(f"Starting JupyterHub for {len(args.students)} student(s) and {len(args.instructors)} instructor(s) ...")
     room = start_classroom(args.students, args.instructors, root=args.root, ip=args.ip, port=args.port,
-                           idle_timeout=args.idle_timeout)
+                           idle_timeout=args.idle_timeout, driver_memory=args.driver_memory)
     print(f"Running: {room.url}/hub/login  (students: {', '.join(room.students)}; "
           f"instructors: {', '.join(room.instructors) or 'none'})")
     for who, variable, password in [("students'", PASSWORD_ENV, room.password),

@@ -31,6 +31,9 @@ MASTER_ENV = "SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
 
+#: A Java heap size as Spark reads spark.driver.memory: a whole number, then k, m, g or t (and an
+#: optional b); without a unit, mebibytes.
+_MEMORY = re.compile(r"^[1-9]\d*([kmgt]b?)?$", re.IGNORECASE)
 _LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
@@ -53,6 +56,16 @@ SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
 _session = None
 #: Which jar sets (deltalab.jars) the kernel's session was started with.
 JAR_SETS_KEY = "spark.deltalab.jarSets"
+
+
+def check_driver_memory(value: str, origin: str = DRIVER_MEMORY_ENV) -> str:
+    """``value`` if it is a heap size Spark accepts for ``spark.driver.memory`` (``2g``, ``512m``);
+    otherwise a clear error naming ``origin``, instead of a JVM that does not start."""
+    if not _MEMORY.match(value.strip()):
+        raise DeltaLabError(f"{value!r} (from {origin}) is not a heap size for Spark's driver",
+                            f"give a whole number and a unit, e.g. 1g or 512m; unset {DRIVER_MEMORY_ENV} for the "
+                            "default, 2g")
+    return value.strip()
 
 
 def resolve_master(master: str | None = None) -> str:
@@ -155,7 +168,7 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # VACUUM lists the table folder with this many tasks (Spark's default, 10000, made one VACUUM
         # of a ten-file table take 80 s on two cores; 4 takes 2 s).
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
-        "spark.driver.memory": os.environ.get(DRIVER_MEMORY_ENV, "2g"),
+        "spark.driver.memory": check_driver_memory(os.environ.get(DRIVER_MEMORY_ENV, "2g")),
         # Quiet: no web UI, no progress bars, errors only in the log.
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -7,10 +7,11 @@ memory once the kernel is shut down. Run from the repository root, one notebook 
 nothing else running on the machine:
 
     .venv/bin/python tests/support/classroom_memory.py notebooks/02_the_transaction_log.ipynb
-    DELTALAB_DRIVER_MEMORY=1g .venv/bin/python tests/support/classroom_memory.py notebooks/02_the_transaction_log.ipynb
+    DELTALAB_DRIVER_MEMORY=2g .venv/bin/python tests/support/classroom_memory.py notebooks/02_the_transaction_log.ipynb
 
-The classroom passes every ``DELTALAB_*`` setting on to the servers, so the second line measures a
-class whose drivers have a 1 GiB heap.
+The first line measures the classroom's default driver heap (``CLASSROOM_DRIVER_MEMORY``, 1g); the
+classroom passes ``DELTALAB_DRIVER_MEMORY`` on to the servers, so the second measures a class whose
+drivers have the course's own default, 2g.
 """
 
 from __future__ import annotations
