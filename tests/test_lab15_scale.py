@@ -219,3 +219,40 @@ def test_lab15_the_course_readers_and_the_jvm_are_refused(spark, at_test_seed):
 
 def test_lab15_an_answer_of_the_wrong_shape_is_explained(spark, at_test_seed):
     assert "file names relative to _delta_log/" in failure(check_log_files, lambda path, version: 3)
+
+
+def test_lab15_a_checkpoint_named_but_missing_makes_delta_read_without_compacted_files(spark, tmp_path):
+    """A case the lab's text names and its tables leave out, shown on Delta itself
+    (SnapshotManagement.scala, getLogSegmentWithMaxExclusiveCheckpointVersion): when ``_last_checkpoint``
+    names a checkpoint the log does not have, Delta starts from the newest complete checkpoint before it and
+    reads each commit from its own file, without compacted files; the same log with ``_last_checkpoint``
+    naming that older checkpoint is read through the compacted file."""
+    from deltalake import DeltaTable
+
+    from deltalab.jvm import clear_delta_cache, delta_log_segment
+
+    table = tmp_path / "events"
+    log = table / "_delta_log"
+    spark.sql(f"CREATE TABLE delta.`{table}` (id LONG) USING delta TBLPROPERTIES ('delta.checkpointInterval' = '4')")
+    for version in range(1, 10):
+        spark.range(version, version + 1).write.format("delta").mode("append").save(str(table))
+        if version == 4:
+            names_checkpoint_4 = (log / "_last_checkpoint").read_text()
+    assert (log / f"{4:020d}.checkpoint.parquet").is_file() and (log / f"{8:020d}.checkpoint.parquet").is_file()
+    assert '"version":8' in (log / "_last_checkpoint").read_text()
+    DeltaTable(str(table)).compact_logs(5, 7)
+    (log / f"{8:020d}.checkpoint.parquet").unlink()
+
+    clear_delta_cache(spark)   # a fresh DeltaLog starts from _last_checkpoint, which names the missing 8
+    fallback = delta_log_segment(spark, table)
+    assert (fallback.version, fallback.checkpoint_version) == (9, 4), fallback
+    # each commit from its own file (this path lists the checkpoint's own commit too, replayed to no effect)
+    assert fallback.commit_files == [f"{v:020d}.json" for v in range(4, 10)], fallback.commit_files
+
+    (log / "_last_checkpoint").write_text(names_checkpoint_4)
+    clear_delta_cache(spark)
+    through_compacted = delta_log_segment(spark, table)
+    assert (through_compacted.version, through_compacted.checkpoint_version) == (9, 4), through_compacted
+    assert through_compacted.commit_files == [f"{5:020d}.{7:020d}.compacted.json", f"{8:020d}.json",
+                                              f"{9:020d}.json"], through_compacted.commit_files
+    clear_delta_cache(spark)
