@@ -13,7 +13,8 @@
 #   4. a classroom in the container (issue 39): JupyterHub started by deltalab.classroom, three
 #      students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
 #      exchange (tests/test_classroom*.py -m classroom, the tests and labs/source mounted read-only;
-#      the idle culler's test on a hub of its own beside them, on a second pytest worker),
+#      the idle culler's test on a hub of its own beside them, on a second pytest worker; -rP prints
+#      what they measured: each student's memory),
 #   5. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
 # and prints the timings. Run from anywhere: bash .ci/container.sh
@@ -163,7 +164,7 @@ log "a classroom in the container: JupyterHub, three students, an instructor, nb
 # user, on the container's loopback; the test drives them as a browser and the users would.
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
     -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
-    "$IMAGE" python -m pytest -n 2 --dist loadscope -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
+    "$IMAGE" python -m pytest -n 2 --dist loadscope -rP -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
     -p no:cacheprovider \
     || die "the classroom tests failed in the container"
 TIMES[classroom]=$(( $(now) - t ))
