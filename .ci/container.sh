@@ -148,8 +148,9 @@ TIMES[nbval]=$(( $(now) - t ))
 
 # --- 3b. every lab's checks in the container (make test-seeds) ------------------------------
 t=$(now)
-log "every lab's checks on its solutions at its fixed seeds in the container (make test-seeds there, --network=none)"
+log "every lab's checks on its solutions at its fixed seeds in the container (make test-seeds's tests, --network=none)"
 # The tests and the labs' sources mounted read-only; one Spark session per pytest worker, as natively.
+# sh -c inside the container, so that tests/test_lab*.py is expanded there; $0 is the worker count.
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
     -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
     "$IMAGE" sh -c 'python -m pytest -n "$0" --dist loadscope -m seeds tests/test_lab*.py -p no:cacheprovider' \

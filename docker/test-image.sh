@@ -8,8 +8,9 @@
 #   3. `python -m deltalab doctor` finds the JVM class archive the image built for its jars;
 #   4. the nbval suite over notebooks/ passes (pytest-xdist, one scope per worker), with a fresh
 #      work root named like the native suite's (tests/conftest.py), which the sanitizers know;
-#   5. when labs/source/ is mounted (CI mounts the checkout's, read-only: the image never carries
-#      the solutions), every lab's solution runs clean in a kernel of the image (nbval-lax: every
+#   5. when labs/source/ is mounted (read-only: the image never carries the solutions; `make -C
+#      docker test` mounts the checkout's, CI only the labs DELTALAB_IMAGE_LABS names), every lab's
+#      solution runs clean in a kernel of the image (nbval-lax: every
 #      check cell passes, or raises), all its checks on tables of one seed, printed.
 # Environment: DELTALAB_CONTAINER_WORKERS (pytest-xdist workers, default 2), DELTALAB_CHECK_SEED
 # (the labs' seed; default: drawn). Arguments are passed on to pytest (e.g. -k hello).

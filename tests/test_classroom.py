@@ -21,13 +21,14 @@ import json
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from classroom_testing import log_in, peak_memory, put_notebook, run_command, run_notebook, server_get
 from course_testing import REPO
-from deltalab.classroom import (COURSE_ID, Classroom, check_names, class_password, copy_labs, home_of,
-                                nbgrader_settings, start_classroom)
+from deltalab.classroom import (CLASSROOM_DRIVER_MEMORY, COURSE_ID, Classroom, check_names, class_password, copy_labs,
+                                home_of, nbgrader_settings, start_classroom)
 from deltalab.errors import DeltaLabError
 from deltalab.processes import is_running, process_tree, tree_memory
 
@@ -49,11 +50,11 @@ def test_a_class_list_the_hub_would_refuse_gets_one_clear_error(students, instru
         check_names(students, instructors)
 
 
-@pytest.mark.parametrize("memory", ["lots", "1.5g", "0", "-1g"])
-def test_a_driver_heap_spark_would_refuse_is_refused_before_the_hub_starts(tmp_path, memory):
-    with pytest.raises(DeltaLabError, match="is not a heap size for Spark's driver") as error:
+@pytest.mark.parametrize("memory", ["lots", "1.5g", "1024", "512m", "-1g"])
+def test_a_driver_heap_that_would_not_start_is_refused_before_the_hub_starts(tmp_path, memory):
+    with pytest.raises(DeltaLabError, match="is not a heap size for the course's Spark driver") as error:
         start_classroom(["ada"], root=tmp_path, driver_memory=memory)
-    assert "e.g. 1g or 512m" in error.value.fix
+    assert "the default here: 1g" in error.value.fix
 
 
 def test_a_culler_that_would_stop_a_reading_student_is_refused(tmp_path):
@@ -147,6 +148,10 @@ def test_each_student_has_a_workspace_of_their_own_without_the_solutions(classro
         labs = {item["name"] for item in server_get(url, token, "contents/labs").json()["content"]}
         assert "source" not in labs and "lab02_log" in labs
         assert (home_of(classroom.root, name) / "course" / "notebooks" / "00_hello_delta.ipynb").is_file()
+        pid = classroom.api("GET", f"users/{name}")["servers"][""]["state"]["pid"]
+        environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"DELTALAB_DRIVER_MEMORY={CLASSROOM_DRIVER_MEMORY}".encode() in environment, (
+            "a student's server (and so their kernels' Spark drivers) should get the classroom's driver heap")
     ada_url, ada_token = servers["ada"]
     bo_url, _ = servers["bo"]
     assert server_get(bo_url, ada_token, "contents").status_code == 403, "a student's token opens another's server"

@@ -243,16 +243,20 @@ def test_lab15_a_checkpoint_named_but_missing_makes_delta_read_without_compacted
     DeltaTable(str(table)).compact_logs(5, 7)
     (log / f"{8:020d}.checkpoint.parquet").unlink()
 
-    clear_delta_cache(spark)   # a fresh DeltaLog starts from _last_checkpoint, which names the missing 8
-    fallback = delta_log_segment(spark, table)
-    assert (fallback.version, fallback.checkpoint_version) == (9, 4), fallback
-    # each commit from its own file (this path lists the checkpoint's own commit too, replayed to no effect)
-    assert fallback.commit_files == [f"{v:020d}.json" for v in range(4, 10)], fallback.commit_files
+    try:
+        clear_delta_cache(spark)   # a fresh DeltaLog starts from _last_checkpoint, which names the missing 8
+        fallback = delta_log_segment(spark, table)
+        assert (fallback.version, fallback.checkpoint_version) == (9, 4), fallback
+        # each commit from its own file (this path lists the checkpoint's own commit too, replayed to no effect)
+        assert fallback.commit_files == [f"{v:020d}.json" for v in range(4, 10)], fallback.commit_files
+        assert spark.read.format("delta").load(str(table)).count() == 9
 
-    (log / "_last_checkpoint").write_text(names_checkpoint_4)
-    clear_delta_cache(spark)
-    through_compacted = delta_log_segment(spark, table)
-    assert (through_compacted.version, through_compacted.checkpoint_version) == (9, 4), through_compacted
-    assert through_compacted.commit_files == [f"{5:020d}.{7:020d}.compacted.json", f"{8:020d}.json",
-                                              f"{9:020d}.json"], through_compacted.commit_files
-    clear_delta_cache(spark)
+        (log / "_last_checkpoint").write_text(names_checkpoint_4)
+        clear_delta_cache(spark)
+        through_compacted = delta_log_segment(spark, table)
+        assert (through_compacted.version, through_compacted.checkpoint_version) == (9, 4), through_compacted
+        assert through_compacted.commit_files == [f"{5:020d}.{7:020d}.compacted.json", f"{8:020d}.json",
+                                                  f"{9:020d}.json"], through_compacted.commit_files
+        assert sorted(r.id for r in spark.read.format("delta").load(str(table)).collect()) == list(range(1, 10))
+    finally:
+        clear_delta_cache(spark)

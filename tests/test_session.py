@@ -49,16 +49,27 @@ def test_executors_of_a_cluster_on_this_machine_get_the_short_run_java_options(t
     assert conf.get("spark.executor.extraJavaOptions") == (SHORT_RUN_JAVA_OPTIONS if on_this_machine else None)
 
 
-@pytest.mark.parametrize("memory", ["1g", "512m", "2G", "1024", "3gb"])
-def test_heap_sizes_spark_accepts(memory):
+@pytest.mark.parametrize("memory", ["1g", "1024m", "1536M", "2G", "10g", "1t"])
+def test_heap_sizes_a_course_driver_starts_with(memory):
     assert check_driver_memory(f" {memory} ") == memory
 
 
-def test_a_driver_heap_spark_would_refuse_is_named_with_where_it_came_from(tmp_path, monkeypatch):
-    monkeypatch.setenv("DELTALAB_DRIVER_MEMORY", "2 GB")
-    with pytest.raises(DeltaLabError, match=r"'2 GB' \(from DELTALAB_DRIVER_MEMORY\) is not a heap size") as error:
+@pytest.mark.parametrize("memory", [
+    "1024",    # bytes, to Java's -Xmx
+    "3gb",     # Spark's form, not Java's
+    "512m",    # below what the course is checked at
+    "2 GB", "0g", "lots", "1.5g",
+])
+def test_a_driver_heap_that_would_not_start_is_named_with_where_it_came_from(tmp_path, monkeypatch, memory):
+    monkeypatch.setenv("DELTALAB_DRIVER_MEMORY", memory)
+    with pytest.raises(DeltaLabError, match=r"\(from DELTALAB_DRIVER_MEMORY\) is not a heap size") as error:
         default_conf([], tmp_path)
-    assert "unset DELTALAB_DRIVER_MEMORY" in error.value.fix
+    assert "at least 1g" in error.value.fix and "the default here: 2g" in error.value.fix
+
+
+def test_an_empty_driver_heap_setting_means_the_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELTALAB_DRIVER_MEMORY", "")
+    assert default_conf([], tmp_path)["spark.driver.memory"] == "2g"
 
 
 def test_was_interrupted_follows_the_context_of_an_error() -> None:

@@ -188,7 +188,12 @@ def _serve_classroom(args: argparse.Namespace) -> int:
     """Start the classroom's hub, say how to log in, and keep it until interrupted."""
     import time
 
-    from deltalab.classroom import INSTRUCTOR_PASSWORD_ENV, LOG_NAME, PASSWORD_ENV, start_classroom
+    from deltalab.classroom import (CLASSROOM_DRIVER_MEMORY, INSTRUCTOR_PASSWORD_ENV, LOG_NAME, PASSWORD_ENV,
+                                    start_classroom)
+    from deltalab.session import check_driver_memory
+
+    if args.driver_memory is not None:
+        check_driver_memory(args.driver_memory, "--driver-memory", CLASSROOM_DRIVER_MEMORY)
 
     print(f"Starting JupyterHub for {len(args.students)} student(s) and {len(args.instructors)} instructor(s) ...")
     room = start_classroom(args.students, args.instructors, root=args.root, ip=args.ip, port=args.port,

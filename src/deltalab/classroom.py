@@ -390,9 +390,9 @@ def start_classroom(
     instructors = list(instructors or [])
     check_names(students, instructors)
     if driver_memory is not None:
-        driver_memory = check_driver_memory(driver_memory, "the driver_memory argument")
+        driver_memory = check_driver_memory(driver_memory, "the driver_memory argument", CLASSROOM_DRIVER_MEMORY)
     elif os.environ.get(DRIVER_MEMORY_ENV):
-        driver_memory = check_driver_memory(os.environ[DRIVER_MEMORY_ENV])
+        driver_memory = check_driver_memory(os.environ[DRIVER_MEMORY_ENV], DRIVER_MEMORY_ENV, CLASSROOM_DRIVER_MEMORY)
     else:
         driver_memory = CLASSROOM_DRIVER_MEMORY
     if idle_timeout < 60:

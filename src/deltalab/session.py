@@ -31,9 +31,15 @@ MASTER_ENV = "SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
 
-#: A Java heap size as Spark reads spark.driver.memory: a whole number, then k, m, g or t (and an
-#: optional b); without a unit, mebibytes.
-_MEMORY = re.compile(r"^[1-9]\d*([kmgt]b?)?$", re.IGNORECASE)
+DEFAULT_DRIVER_MEMORY = "2g"
+#: A heap size for a local driver: a local session's spark.driver.memory reaches Java as -Xmx<value>
+#: (Spark's launcher), so it takes Java's form, a whole number and m, g or t (no "b"; without a unit,
+#: bytes).
+_MEMORY = re.compile(r"^([1-9]\d*)([mgt])$", re.IGNORECASE)
+#: The smallest heap the course lets a driver start with: the course is checked at 1g (the
+#: classroom's default) and 2g (everyone else's); Spark refuses a driver of less than about 450 MiB.
+_SMALLEST_HEAP_MIB = 1024
+_MIB = {"m": 1, "g": 1024, "t": 1024 * 1024}
 _LOCAL = re.compile(r"^local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
@@ -58,13 +64,15 @@ _session = None
 JAR_SETS_KEY = "spark.deltalab.jarSets"
 
 
-def check_driver_memory(value: str, origin: str = DRIVER_MEMORY_ENV) -> str:
-    """``value`` if it is a heap size Spark accepts for ``spark.driver.memory`` (``2g``, ``512m``);
-    otherwise a clear error naming ``origin``, instead of a JVM that does not start."""
-    if not _MEMORY.match(value.strip()):
-        raise DeltaLabError(f"{value!r} (from {origin}) is not a heap size for Spark's driver",
-                            f"give a whole number and a unit, e.g. 1g or 512m; unset {DRIVER_MEMORY_ENV} for the "
-                            "default, 2g")
+def check_driver_memory(value: str, origin: str = DRIVER_MEMORY_ENV, default: str = DEFAULT_DRIVER_MEMORY) -> str:
+    """``value`` if it is a heap size a course driver can start with (``1g``, ``1536m``, ``4g``);
+    otherwise one clear error naming ``origin`` and ``default``, instead of a JVM that does not
+    start (``1024`` would be 1024 bytes to Java, ``2gb`` no size at all) or a Spark that refuses it."""
+    match = _MEMORY.match(value.strip())
+    if not match or int(match.group(1)) * _MIB[match.group(2).lower()] < _SMALLEST_HEAP_MIB:
+        raise DeltaLabError(f"{value!r} (from {origin}) is not a heap size for the course's Spark driver",
+                            f"give at least 1g as a whole number and a unit m or g, e.g. 1g, 1536m or 4g "
+                            f"(without it, the default here: {default})")
     return value.strip()
 
 
@@ -168,7 +176,7 @@ def default_conf(jars: list[Path], root: Path, local: bool = True, java_home: Pa
         # VACUUM lists the table folder with this many tasks (Spark's default, 10000, made one VACUUM
         # of a ten-file table take 80 s on two cores; 4 takes 2 s).
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
-        "spark.driver.memory": check_driver_memory(os.environ.get(DRIVER_MEMORY_ENV, "2g")),
+        "spark.driver.memory": check_driver_memory(os.environ.get(DRIVER_MEMORY_ENV) or DEFAULT_DRIVER_MEMORY),
         # Quiet: no web UI, no progress bars, errors only in the log.
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from classroom_testing import peak_memory, run_notebook
-from deltalab.classroom import start_classroom
+from deltalab.classroom import CLASSROOM_DRIVER_MEMORY, start_classroom
 from deltalab.processes import TreeMemory, tree_memory
 
 
@@ -52,7 +52,7 @@ def measure(notebook: str) -> tuple[TreeMemory, TreeMemory, float]:
 def main(argv: list[str]) -> None:
     notebook = argv[1] if len(argv) > 1 else "notebooks/02_the_transaction_log.ipynb"
     peak, idle, seconds = measure(notebook)
-    heap = os.environ.get("DELTALAB_DRIVER_MEMORY", "2g (the course's default)")
+    heap = os.environ.get("DELTALAB_DRIVER_MEMORY") or f"{CLASSROOM_DRIVER_MEMORY} (the classroom's default)"
     print(f"{notebook} in one student's server, driver heap {heap}: {seconds:.0f} s; at most "
           f"{peak.proportional / 2**20:,.0f} MiB proportional ({peak.resident / 2**20:,.0f} MiB resident, "
           f"{peak.processes} processes); idle after, {idle.proportional / 2**20:,.0f} MiB")
