@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build-time helper (docker/Dockerfile runs it in the layer that installs the packages, so what it
 # removes never reaches the image): deletes what the course never runs from the image's virtual
-# environment. Measured on pyspark 4.2.0: 225 MiB of Spark's own jars and up to 73 MiB of tests and
-# headers (258 MiB in all in the image's build, whose packages have fewer tests).
+# environment. Measured on pyspark 4.2.0: 225 MiB of Spark's own jars, up to 73 MiB of tests and
+# headers (258 MiB in all in the image's build, whose packages have fewer tests), and pyarrow's Flight.
 #   slim-venv.sh SITE_PACKAGES [--dry-run]     --dry-run lists what would go, with sizes.
 # Kept on purpose: every jar a local or standalone session loads (spark-core/sql/catalyst, the
 # UI's kvstore, antlr4, arrow, icu4j for collations, hive-storage-api for ORC, commons-pool, which
@@ -38,6 +38,10 @@ patterns=(
 folders=(pandas/tests numpy/_core/tests numpy/lib/tests numpy/linalg/tests numpy/fft/tests numpy/random/tests
          numpy/ma/tests numpy/polynomial/tests numpy/typing/tests numpy/f2py/tests numpy/testing/tests
          pyarrow/tests pyarrow/include matplotlib/tests)
+# pyarrow's Flight (an RPC framework; `import pyarrow.flight` only): 32 MiB, and only its own modules
+# link it (ldd). Not Substrait, which pyarrow's core libraries link.
+flight_files=(pyarrow/libarrow_flight.so.* pyarrow/libarrow_python_flight.so* pyarrow/_flight.cpython-*.so
+              pyarrow/flight.py pyarrow/_flight.pyx)
 
 targets=()
 for pattern in "${patterns[@]}"; do
@@ -47,6 +51,11 @@ for pattern in "${patterns[@]}"; do
 done
 for folder in "${folders[@]}"; do
     [ -e "$site/$folder" ] && targets+=("$site/$folder")
+done
+for pattern in "${flight_files[@]}"; do
+    for file in "$site"/$pattern; do
+        [ -e "$file" ] && targets+=("$file")
+    done
 done
 size_kb=$(du -sck "${targets[@]}" | tail -1 | cut -f1)
 if [ "$dry_run" = --dry-run ]; then

@@ -176,5 +176,10 @@ def test_the_image_drops_only_jars_no_session_of_the_course_loads():
               "arrow-", "icu4j-", "hive-storage-api-", "commons-pool-", "hadoop-client-", "parquet-", "zstd-jni-")
     assert not [name for name in removed if name.startswith(needed)], removed
     assert "rocksdbjni" in " ".join(removed) and "tests" in removed
+    # pyarrow: Flight goes; what its core links (Substrait too) and what the course reads with stays
+    assert "libarrow_flight" in " ".join(removed) and "flight.py" in removed
+    pyarrow_core = ("libarrow.so", "libparquet.so", "libarrow_substrait.so", "libarrow_python.so", "lib.cpython-",
+                    "libarrow_compute.so", "libarrow_dataset.so", "libarrow_acero.so", "_parquet.cpython-", "_fs.cpython-")
+    assert not [name for name in removed if name.startswith(pyarrow_core)], removed
     megabytes = int(re.search(r"(\d+) MiB", result.stdout).group(1))
     assert megabytes > 200, result.stdout
