@@ -89,9 +89,10 @@ NBGRADER_CONFIG_DIR = ".deltalab-nbgrader"
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 DEFAULT_IDLE_TIMEOUT = 3600
 #: Each user's Spark driver heap (``DELTALAB_DRIVER_MEMORY`` in their servers) unless the hub's
-#: environment or ``start_classroom`` says otherwise: half the course's 2g, which every notebook and
-#: lab passes with, and a student running notebook 00 then stays under 1 GiB resident (977 MiB
-#: proportional, 1,011 resident, measured with tests/support/classroom_memory.py; 1,060 and 1,093 at 2g).
+#: environment or ``start_classroom`` says otherwise: half the course's 2g; every notebook and lab
+#: passes at 1g, and a student running notebook 00 then costs the machine under 1 GiB (proportional
+#: memory 894-977 MiB, resident 987-1,035 MiB, which counts the shared class archive and libraries in
+#: full; tests/support/classroom_memory.py and CI's classroom step; 1,060 and 1,093 MiB at 2g).
 CLASSROOM_DRIVER_MEMORY = "1g"
 
 

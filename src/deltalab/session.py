@@ -34,7 +34,7 @@ DRIVER_MEMORY_ENV = "DELTALAB_DRIVER_MEMORY"
 DEFAULT_DRIVER_MEMORY = "2g"
 #: A heap size for a local driver: a local session's spark.driver.memory reaches Java as -Xmx<value>
 #: (Spark's launcher), so it takes Java's form, a whole number and m, g or t (no "b"; without a unit,
-#: bytes).
+#: bytes). The message suggests m or g, the units a laptop's heap is given in; t is accepted too.
 _MEMORY = re.compile(r"^([1-9]\d*)([mgt])$", re.IGNORECASE)
 #: The smallest heap the course lets a driver start with: the course is checked at 1g (the
 #: classroom's default) and 2g (everyone else's); Spark refuses a driver of less than about 450 MiB.
