@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI route for the course image (issue 8), with podman because the CI machine has no Docker
 # engine and no registry:
-#   1. base image localhost/debian:bookworm-slim from debootstrap (skipped when it exists),
+#   1. base image localhost/debian:bookworm-slim from debootstrap (skipped when it exists and was made
+#      by this recipe: its label org.deltalab.base-recipe is BASE_RECIPE),
 #   2. podman build of docker/Dockerfile (runc, lowered ulimits via docker/containers.conf; the
 #      host CA bundle reaches pip and Ivy as a build secret and stays out of the image),
 #   3. the image's test inside the container (docker/test-image.sh, `deltalab-test-image`): the
@@ -28,6 +29,10 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMAGE="${DELTALAB_IMAGE:-localhost/deltalab-course:ci}"
 BASE="localhost/debian:bookworm-slim"
+# The base's recipe, kept as a label of the image: a base made by an older recipe is made again.
+# 2: like Docker Hub's, no docs, man pages or translations of the packages debootstrap installed, and
+# apt's downloaded packages deleted after every install (docker-clean): 49 MB and 143 MB less in the image.
+BASE_RECIPE=2
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CA_BUNDLE="${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 export CONTAINERS_CONF="$REPO/docker/containers.conf"
@@ -48,9 +53,11 @@ SUDO=""
 
 # --- 1. base image -----------------------------------------------------------------------
 t=$(now)
-if [ "${DELTALAB_REBUILD_BASE:-0}" != 1 ] && podman image exists "$BASE"; then
-    log "base image $BASE exists (DELTALAB_REBUILD_BASE=1 rebuilds it)"
+base_recipe() { podman image inspect --format '{{index .Labels "org.deltalab.base-recipe"}}' "$BASE" 2>/dev/null || true; }
+if [ "${DELTALAB_REBUILD_BASE:-0}" != 1 ] && podman image exists "$BASE" && [ "$(base_recipe)" = "$BASE_RECIPE" ]; then
+    log "base image $BASE exists, recipe $BASE_RECIPE (DELTALAB_REBUILD_BASE=1 rebuilds it)"
 else
+    podman image exists "$BASE" && log "base image $BASE has recipe '$(base_recipe)', not $BASE_RECIPE: making it again"
     command -v debootstrap >/dev/null || die "debootstrap is not installed (run: bash .ci/system-packages.sh)"
     rootfs="$(mktemp -d /var/tmp/deltalab-rootfs.XXXXXX)"
     log "debootstrap --variant=minbase bookworm ($MIRROR) into $rootfs"
@@ -85,8 +92,21 @@ path-include /usr/share/locale/locale.alias
 DPKG
     printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' \
         | $SUDO tee "$rootfs/etc/apt/apt.conf.d/docker-no-recommends" >/dev/null
-    $SUDO rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
-    $SUDO tar -C "$rootfs" --numeric-owner -c . | podman import --quiet - "$BASE" >/dev/null
+    # apt deletes the packages it downloaded after each install, as in Docker Hub's image.
+    $SUDO tee "$rootfs/etc/apt/apt.conf.d/docker-clean" >/dev/null <<'CLEAN'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+CLEAN
+    # What the dpkg excludes above keep out of later packages, out of debootstrap's packages too.
+    $SUDO find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+    $SUDO find "$rootfs/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+    $SUDO rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/groff/* "$rootfs"/usr/share/info/*
+    $SUDO rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/lib/apt/lists/* \
+        "$rootfs"/var/log/*.log
+    $SUDO tar -C "$rootfs" --numeric-owner -c . \
+        | podman import --quiet --change "LABEL org.deltalab.base-recipe=$BASE_RECIPE" - "$BASE" >/dev/null
     $SUDO rm -rf "$rootfs" "$rootfs.log"
     log "imported $BASE"
 fi

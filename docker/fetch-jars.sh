@@ -10,7 +10,7 @@ bundle="${1:-}"
 if [ -n "$bundle" ] && [ -s "$bundle" ]; then
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
-    cp /etc/ssl/certs/java/cacerts "$tmp/truststore"
+    cp "${JAVA_HOME:?}/lib/security/cacerts" "$tmp/truststore"
     python3 - "$bundle" "$tmp" <<'PY'
 import pathlib
 import re

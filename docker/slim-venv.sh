@@ -2,7 +2,8 @@
 # Build-time helper (docker/Dockerfile runs it in the layer that installs the packages, so what it
 # removes never reaches the image): deletes what the course never runs from the image's virtual
 # environment. Measured on pyspark 4.2.0: 225 MiB of Spark's own jars, up to 73 MiB of tests and
-# headers (258 MiB in all in the image's build, whose packages have fewer tests), and pyarrow's Flight.
+# headers (258 MiB in all in the image's build, whose packages have fewer tests), pyarrow's Flight and
+# JupyterHub's unused page assets.
 #   slim-venv.sh SITE_PACKAGES [--dry-run]     --dry-run lists what would go, with sizes.
 # Kept on purpose: every jar a local or standalone session loads (spark-core/sql/catalyst, the
 # UI's kvstore, antlr4, arrow, icu4j for collations, hive-storage-api for ORC, commons-pool, which
@@ -33,6 +34,11 @@ patterns=(
     'JTransforms-*.jar' 'JLargeArrays-*.jar'
     # Kubernetes as a cluster manager: the course runs local or on a standalone master.
     'spark-kubernetes_*.jar' 'kubernetes-*.jar'
+    # The Scala shell (spark-shell) and the Scala compiler it runs; the course's JVMs never load
+    # scala.tools.nsc (none of its classes is in the class archive of a whole run of the course).
+    'spark-repl_*.jar' 'scala-compiler-*.jar'
+    # Netty's BoringSSL for other systems (macOS, Windows); Linux's, for x86-64 and ARM, stay.
+    'netty-tcnative-boringssl-static-*-osx-*.jar' 'netty-tcnative-boringssl-static-*-windows-*.jar'
 )
 # The test suites of libraries (none is imported at run time) and pyarrow's C++ headers.
 folders=(pandas/tests numpy/_core/tests numpy/lib/tests numpy/linalg/tests numpy/fft/tests numpy/random/tests
@@ -42,6 +48,14 @@ folders=(pandas/tests numpy/_core/tests numpy/lib/tests numpy/linalg/tests numpy
 # link it (ldd). Not Substrait, which pyarrow's core libraries link.
 flight_files=(pyarrow/libarrow_flight.so.* pyarrow/libarrow_python_flight.so* pyarrow/_flight.cpython-*.so
               pyarrow/flight.py pyarrow/_flight.pyx)
+
+# JupyterHub's page assets (the hub's pages): Font Awesome's SVGs, sprites, metadata and scripts (about
+# 30 MB in 5,800 files); its style sheets import only Font Awesome's css/ and webfonts/, which stay.
+share="$(cd "$site/../../.." && pwd)/share"
+fontawesome="$share/jupyterhub/static/components/@fortawesome/fontawesome-free"
+hub_assets=("$fontawesome/svgs" "$fontawesome/svgs-full" "$fontawesome/sprites" "$fontawesome/sprites-full"
+            "$fontawesome/metadata" "$fontawesome/js" "$fontawesome/scss" "$fontawesome/less"
+            "$share/jupyterhub/static/components/requirejs/bin")
 
 targets=()
 for pattern in "${patterns[@]}"; do
@@ -57,7 +71,10 @@ for pattern in "${flight_files[@]}"; do
         [ -e "$file" ] && targets+=("$file")
     done
 done
-size_kb=$(du -sck "${targets[@]}" | tail -1 | cut -f1)
+for path in "${hub_assets[@]}"; do
+    [ -e "$path" ] && targets+=("$path")
+done
+size_kb=$(du -sck --apparent-size "${targets[@]}" | tail -1 | cut -f1)
 if [ "$dry_run" = --dry-run ]; then
     printf '%s\n' "${targets[@]}"
     echo "slim-venv: would remove ${#targets[@]} paths, $(( size_kb / 1024 )) MiB"

@@ -134,6 +134,22 @@ def test_image_runs_as_a_numeric_non_root_user_with_init_and_healthcheck():
     assert re.search(r"^ARG BASE_IMAGE=debian:bookworm-slim$", DOCKERFILE.read_text(), re.M), "default base: debian:bookworm-slim"
 
 
+def test_java_is_a_jlink_runtime_made_in_a_build_stage():
+    """The image's Java is the runtime jlink makes from Debian's JDK in a stage of its own; no JDK or
+    JRE package is installed in the image itself, and Java is found through JAVA_HOME."""
+    stages = re.split(r"^FROM ", DOCKERFILE.read_text(), flags=re.M)[1:]
+    assert len(stages) == 2 and stages[0].split()[2] == "java-runtime", "a java-runtime stage, then the image"
+    builder, image = (re.sub(r"\\\n", " ", stage) for stage in stages)
+    assert "openjdk-17-jdk-headless" in builder and "jlink --output /opt/java" in builder
+    for module in ("java.base", "java.sql", "java.management", "jdk.unsupported", "jdk.incubator.vector"):
+        assert re.search(rf"--add-modules \S*\b{re.escape(module)}\b", builder), f"{module} missing from jlink"
+    assert "--generate-cds-archive" in builder, "the course's class archive is built on Java's own"
+    assert "openjdk" not in image, "the image itself installs a Java package"
+    assert "COPY --from=java-runtime /opt/java /opt/java" in image
+    assert re.search(r"JAVA_HOME=/opt/java\b", image) and "${JAVA_HOME}/bin" in image
+    assert "apt-get clean" in image, "apt's downloaded packages stay in the layer"
+
+
 def test_no_certificate_is_baked_into_the_image():
     text = "\n".join(_instructions())
     assert not re.search(r"^(COPY|ADD)\b.*\.(crt|pem|jks)\b", text, re.M), "a certificate file is copied into the image"
@@ -181,5 +197,11 @@ def test_the_image_drops_only_jars_no_session_of_the_course_loads():
     pyarrow_core = ("libarrow.so", "libparquet.so", "libarrow_substrait.so", "libarrow_python.so", "lib.cpython-",
                     "libarrow_compute.so", "libarrow_dataset.so", "libarrow_acero.so", "_parquet.cpython-", "_fs.cpython-")
     assert not [name for name in removed if name.startswith(pyarrow_core)], removed
+    # Spark's shell and its compiler go; Linux's BoringSSL stays
+    assert {name for name in removed if name.startswith(("spark-repl_", "scala-compiler-"))}, removed
+    assert not [name for name in removed if "tcnative" in name and "linux" in name], removed
+    # JupyterHub's pages: Font Awesome's extras go, the style sheets and fonts they import stay
+    assert "svgs" in removed and "sprites" in removed
+    assert not [name for name in removed if name in ("css", "webfonts", "fontawesome-free", "static")], removed
     megabytes = int(re.search(r"(\d+) MiB", result.stdout).group(1))
     assert megabytes > 200, result.stdout
