@@ -90,9 +90,9 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 DEFAULT_IDLE_TIMEOUT = 3600
 #: Each user's Spark driver heap (``DELTALAB_DRIVER_MEMORY`` in their servers) unless the hub's
 #: environment or ``start_classroom`` says otherwise: half the course's 2g; every notebook and lab
-#: passes at 1g, and a student running notebook 00 then costs the machine under 1 GiB (proportional
-#: memory 894-977 MiB, resident 987-1,035 MiB, which counts the shared class archive and libraries in
-#: full; tests/support/classroom_memory.py and CI's classroom step; 1,060 and 1,093 MiB at 2g).
+#: passes at 1g. A student running notebook 00 then takes 749 MiB proportional memory, 782 MiB
+#: resident (which counts the shared class archive and libraries in full), 794 and 827 MiB at 2g
+#: (tests/support/classroom_memory.py, with the course's Java options, SHORT_RUN_JAVA_OPTIONS).
 CLASSROOM_DRIVER_MEMORY = "1g"
 
 
