@@ -59,7 +59,8 @@ _STANDALONE = re.compile(r"^spark://([^:/,]+:\d+)(,[^:/,]+:\d+)*$")
 #: 5 paired runs on two cores: 31 s and 45 s of JVM CPU instead of 35 s and 52 s).
 #: -XX:GCTimeRatio=19: that collector may spend up to 5% of the time collecting (its default, 99, is
 #: 1%), so it grows the heap far less to avoid collections: a classroom student running notebook 00
-#: with a 1g heap, 767 MiB proportional instead of 989 (800 and 1,023 resident), in the same 17 s;
+#: with a 1g heap, 749-767 MiB proportional instead of 989 (782-800 and 1,023 resident; two runs),
+#: in the same 17-18 s;
 #: notebooks 02 and 10 under nbval, four paired runs, 129 s either way (124-137 s).
 SHORT_RUN_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseParallelGC -XX:GCTimeRatio=19"
 
