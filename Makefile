@@ -2,7 +2,8 @@
 #   make lab    PORT=8888 JUPYTER_TOKEN=... (both optional)   the learner's JupyterLab on 127.0.0.1, course index open
 #   make instructor  (= make lab ROLE=instructor)            JupyterLab with nbgrader's tools, labs/ open
 #   make reset NB=notebooks/02_the_transaction_log.ipynb     your copy of a notebook back to the course's
-#   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the whole suite, notebooks included
+#   make test   WORKERS=2 PYTEST_ARGS='-k hello'              the package's tests and every notebook
+#   make test-labs                                            every lab: solution, student version, wrong answers, grading
 #   make test-seeds                                           the labs' solutions at their fixed seeds
 #   make test-sizes                                           the notebooks at their smallest and larger parameters
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
@@ -26,10 +27,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor reset classroom test test-seeds test-sizes test-cluster test-classroom outputs doctor lock clean
+.PHONY: help setup lab instructor reset classroom test test-labs test-seeds test-sizes test-cluster test-classroom outputs doctor lock clean
 
 help:
-	@sed -n '1,11p' Makefile
+	@sed -n '1,12p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -78,7 +79,14 @@ instructor: lab
 test: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
 
-# The labs' solutions at the fixed seeds after each lab's first (make test runs the first): together
+# The labs (marker labs): each lab's solution passes its checks on tables of a fresh seed, its student
+# version is told in plain words what is not written yet, every wrong answer of tests/test_labNN_*.py is
+# refused with a message that names the mistake, and labs/README.md's grading steps work as written.
+# A target of its own so that each stays within 15 minutes on two cores (tests/README.md); CI runs both.
+test-labs: setup
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m "labs and not seeds" tests/test_lab*.py $(PYTEST_ARGS)
+
+# The labs' solutions at the fixed seeds after each lab's first (make test-labs runs the first): together
 # the seeds cover every edge case the checks generate. CI runs them in the course image (.ci/container.sh).
 test-seeds: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m seeds tests/test_lab*.py $(PYTEST_ARGS)

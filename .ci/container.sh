@@ -148,7 +148,7 @@ log "nbval over notebooks/ in the container (non-root, --network=none)"
 # labs' solution notebooks this run mounts (read-only; the image carries the student versions only).
 # Which solution notebooks: DELTALAB_IMAGE_LABS, names of labs/source/ folders, or "all" (as
 # `make -C docker test`); by default none, because step 3b runs every lab's checks on its solutions
-# in the image, at the seeds that cover each check's edge cases (make test runs the solution
+# in the image, at the seeds that cover each check's edge cases (make test-labs runs the solution
 # notebooks natively).
 IMAGE_LABS="${DELTALAB_IMAGE_LABS:-}"
 lab_mounts=()

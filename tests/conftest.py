@@ -20,7 +20,8 @@ import pytest
 
 from course_testing import REPO
 from cross_engine import CrossEngine
-from suite_schedule import SAME_WORKER_AS, longest_first
+from deltalab.locations import ROOT_MARKER
+from suite_schedule import longest_first, scope_of
 
 _TEMPORARY_ROOT: str | None = None
 
@@ -29,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     global _TEMPORARY_ROOT
     _TEMPORARY_ROOT = tempfile.mkdtemp(prefix="deltalab-tests-")
     os.environ["DELTALAB_WORKDIR"] = _TEMPORARY_ROOT
+    # Marked as a root the course made: the learner's workspace and nbgrader's exchange below live in
+    # it, and a test that makes them before any work directory (a worker whose first file is not a
+    # Spark one) would otherwise leave files that work_root() refuses as not its own.
+    Path(_TEMPORARY_ROOT, ROOT_MARKER).touch()
     # The learner's workspace (make lab's copy of the course) of any test that starts one, never ~'s.
     os.environ["DELTALAB_LEARNER_DIR"] = os.path.join(_TEMPORARY_ROOT, "_learner")
     os.environ["DELTALAB_NBGRADER_EXCHANGE"] = os.path.join(_TEMPORARY_ROOT, "_nbgrader-exchange")  # labs/nbgrader_config.py
@@ -46,14 +51,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (``make test``), with the files of ``SAME_WORKER_AS`` in one scope and
+    """``--dist loadscope`` (``make test``, ``make test-labs``), with each lab's runs in
+    tests/test_labs.py a scope of their own, the files of ``SAME_WORKER_AS`` in their lab's scope, and
     the longest scopes first (``suite_schedule``).
 
     loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
     check tests (tests/test_lab05_concurrency.py) share the concurrent pairs and the killed writer
-    that tests/test_labs.py measures once per process (80 s), lab 09's (test_lab09_streaming.py) the
-    table two streaming queries wrote (13 s), so they join its scope: built once per suite, not once
-    per worker.
+    that lab 05's runs in tests/test_labs.py measure once per process (80 s), lab 09's
+    (test_lab09_streaming.py) the table two streaming queries wrote (13 s), so they join that lab's
+    scope: built once per suite, not once per worker.
     (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
     """
     if config.getvalue("dist") != "loadscope":
@@ -64,8 +70,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         ordered = False
 
         def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            return SAME_WORKER_AS.get(scope, scope)
+            return scope_of(nodeid, super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node) -> None:
             if not self.ordered:  # the first call, right after schedule() filled the queue

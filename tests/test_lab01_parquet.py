@@ -23,6 +23,10 @@ from deltalab.labs.lab01_parquet import check_column_range, check_footer_row_cou
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 #: 1: partitioned by values a path escapes (a=b, zürich), all-null row groups; 2: two files, one of
 #: them all null in `note`; 3: partitioned (10:30, a=b, new york), one partition all null in `note`.
 SEEDS = (1, 2, 3)

@@ -26,6 +26,10 @@ from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 #: Each run covers deletion vectors (add before remove in one commit; a checkpoint's add ended by a
 #: later JSON remove), partition values a path must encode, cleaned-up commits and a commit Spark
 #: cannot read. Beyond that, 11: no checkpoint until the one after the DELETE (table_version's

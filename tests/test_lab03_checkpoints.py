@@ -29,6 +29,10 @@ from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 #: Seeds of the solution runs: together, a partitioned and an unpartitioned log-segment table, with
 #: and without deletion vectors (asserted below from the tables themselves).
 SOLUTION_SEEDS = (2, 3, 21)

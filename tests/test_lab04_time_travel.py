@@ -22,6 +22,10 @@ from deltalab.log import deletion_vector_file, replay_log
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab04_time_travel" / "lab04_time_travel.ipynb"
 #: 7: commits before a checkpoint cleaned up, two commit files older than the one before, VACUUM with RETAIN 24
 #: on a table without the property (one week); 19: three commit files going backwards, RETAIN 6 on a table of

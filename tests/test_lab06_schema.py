@@ -22,6 +22,10 @@ from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 #: Seeds of the solution runs; what they cover is asserted from the checks' own reports below.
 SOLUTION_SEEDS = (1, 3, 5)
 #: What each seed's checks report on (read from their ✓ lines): together every case below.

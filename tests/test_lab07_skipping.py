@@ -22,6 +22,10 @@ from deltalab.skipping import scan_metrics
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab07_skipping" / "lab07_skipping.ipynb"
 #: 2: a table partitioned by strings with a NULL partition, deletion vectors and a checkpoint; 13: by an
 #: INT column, without deletion vectors or checkpoint (test_lab07_the_seeds_cover_the_edge_cases). For

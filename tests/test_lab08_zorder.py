@@ -21,6 +21,10 @@ from deltalab.labs.lab08_zorder import check_interleave_bits, check_zorder_colum
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 #: 1: `ts` dominates in six small queries, the largest single query filters `user_id`;
 #: 5: `amount` dominates in one query, `ts` has two; 8: `ts` dominates, the first query filters `amount`.
 SEEDS = (1, 5, 8)

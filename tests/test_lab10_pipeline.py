@@ -32,6 +32,10 @@ from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab10_pipeline" / "lab10_pipeline.ipynb"
 SEEDS = [8, 16, 14]
 ROW = {c: f"s.{c}" for c in ("customer_id", "name", "email", "updated_at")} | {"deleted": "s.op = 'delete'"}

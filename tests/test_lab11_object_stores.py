@@ -19,6 +19,10 @@ from deltalab.labs.lab11_object_stores import check_commit, check_current_versio
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab11_object_stores" / "lab11_object_stores.ipynb"
 #: 3: a checkpoint, a checkpoint with the commits before it cleaned up, delta-rs commits two versions while the
 #: two writers wait; 4: a checkpoint with its commits cleaned up, a table without one, delta-rs commits one.

@@ -25,6 +25,10 @@ from deltalab.workdir import workdir
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab12_engines" / "lab12_engines.ipynb"
 #: Every run has a reader 1 / writer 6 table, deletion vectors and type widening turned on after the first commit,
 #: column mapping with a rename and listed features. 6 lists variantType (a reader feature delta-rs reads) and

@@ -20,6 +20,10 @@ from deltalab.labs.lab15_scale import check_checkpoint_files, check_log_files
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
+# The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
+# make test-seeds), not in make test: tests/README.md says why.
+pytestmark = pytest.mark.labs
+
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab15_scale" / "lab15_scale.ipynb"
 SEEDS = (3, 4)
 TEST_SEED = 2

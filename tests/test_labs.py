@@ -100,6 +100,7 @@ def test_student_versions_are_up_to_date(tmp_path):
         assert "BEGIN SOLUTION" not in text and "YOUR CODE HERE" in text, f"{lab}: solutions were not stripped"
 
 
+@pytest.mark.labs
 @pytest.mark.parametrize("lab", LABS)
 def test_solution_passes_every_check(spark, lab, seeded):
     seeded(RUN_SEED)
@@ -113,6 +114,7 @@ def test_solution_passes_every_check(spark, lab, seeded):
             assert run.stdout.startswith("✓ "), f"{lab}/{run.grade_id}: a passing check says so, got {run.stdout!r}"
 
 
+@pytest.mark.labs
 @pytest.mark.parametrize("lab", LABS)
 def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_friendly_message(spark, lab, seeded):
     """The student version with its first exercise solved, run once, then that exercise's stub put back.
@@ -145,6 +147,7 @@ def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_fri
         assert "not written yet" in str(run.error), str(run.error)
 
 
+@pytest.mark.labs
 def test_wrong_answers_get_specific_messages(spark):
     """A wrong (not missing) answer is told what is wrong, not just that it is unfinished."""
     nb = with_solutions("lab02_log", {"table_version", "active_files"})
@@ -183,6 +186,7 @@ def readme_commands(lab: str) -> list[str]:
     return commands
 
 
+@pytest.mark.labs
 def test_the_instructors_steps_work_as_written(tmp_path):
     """labs/README.md's commands, pasted in order in a copy of the repository's labs/: regenerate a
     lab, its solution with outputs, grade the default folder of submissions (a correct one, one
