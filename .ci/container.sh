@@ -5,12 +5,12 @@
 #      by this recipe: its label org.deltalab.base-recipe is BASE_RECIPE),
 #   2. podman build of docker/Dockerfile (runc, lowered ulimits via docker/containers.conf; the
 #      host CA bundle reaches pip and Ivy as a build secret and stays out of the image),
-#   3. the image's test inside the container (docker/test-image.sh, `deltalab-test-image`): the
-#      nbval suite over notebooks/, as the non-root user, --network=none, once `deltalab doctor`
-#      there finds the JVM class archive the image built for its jars (and the labs' solution
-#      notebooks DELTALAB_IMAGE_LABS names, mounted read-only: none by default),
-#   3b. every lab's checks on its solutions at the fixed seeds that cover their edge cases
-#      (make test-seeds: tests/ and labs/source mounted read-only), in the container,
+#   3. the image's test inside the container (docker/test-image.sh, `deltalab-test-image`): as the
+#      non-root user, --network=none, once `deltalab doctor` there finds the JVM class archive the
+#      image built for its jars, nbval over the notebooks that use what only the image brings
+#      (IMAGE_NOTEBOOKS: its Java runtime, its baked jars, class archive, second drivers, the S3
+#      server, delta-rs; `make test` runs every notebook natively), and the labs' solution notebooks
+#      DELTALAB_IMAGE_LABS names, mounted read-only (none by default: `make test-labs` runs them),
 #   4. a classroom in the container (issue 39): JupyterHub started by deltalab.classroom, three
 #      students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
 #      exchange (tests/test_classroom*.py -m classroom, the tests and labs/source mounted read-only;
@@ -21,9 +21,10 @@
 # and prints the timings. Run from anywhere: bash .ci/container.sh
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
-# for the in-container suite, default 2), DELTALAB_IMAGE_LABS (labs whose solution notebooks also run
-# under nbval in the container: folder names of labs/source/, or all; default none), DEBIAN_MIRROR,
-# HOST_CA_BUNDLE.
+# for the in-container suite, default 2), DELTALAB_IMAGE_NOTEBOOKS (the notebooks step 3 runs: names
+# without .ipynb separated by spaces, or all; default IMAGE_NOTEBOOKS below), DELTALAB_IMAGE_LABS (labs
+# whose solution notebooks also run under nbval in the container: folder names of labs/source/, or all;
+# default none), DEBIAN_MIRROR, HOST_CA_BUNDLE.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +38,10 @@ MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CA_BUNDLE="${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 export CONTAINERS_CONF="$REPO/docker/containers.conf"
 RUNTIME_FLAGS=(--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+# What the image's notebooks prove beyond the native run of every notebook (make test): 00 a session
+# on the image's jlink Java with its baked jars and class archive, 02 a second driver the notebook kills,
+# 11 the S3A jars and the S3 and DynamoDB server on the container's loopback, 12 delta-rs and Delta Kernel.
+IMAGE_NOTEBOOKS="00_hello_delta 02_the_transaction_log 11_object_stores 12_other_engines"
 
 log() { echo "container.sh: $*"; }
 die() { echo "container.sh: FAILED: $*" >&2; exit 1; }
@@ -142,14 +147,15 @@ fi
 
 # --- 3. nbval suite inside the container --------------------------------------------------
 t=$(now)
-log "nbval over notebooks/ in the container (non-root, --network=none)"
+image_notebooks="${DELTALAB_IMAGE_NOTEBOOKS:-$IMAGE_NOTEBOOKS}"
+[ "$image_notebooks" != all ] || image_notebooks=""
+log "nbval in the container (non-root, --network=none): ${image_notebooks:-every notebook}"
 # The image's test, docker/test-image.sh (also `make -C docker test`): non-root, network off, the
-# class archive found by `deltalab doctor`, then pytest -n WORKERS over notebooks/, then over the
-# labs' solution notebooks this run mounts (read-only; the image carries the student versions only).
+# class archive found by `deltalab doctor`, then pytest -n WORKERS over the notebooks named, then over
+# the labs' solution notebooks this run mounts (read-only; the image carries the student versions only).
 # Which solution notebooks: DELTALAB_IMAGE_LABS, names of labs/source/ folders, or "all" (as
-# `make -C docker test`); by default none, because step 3b runs every lab's checks on its solutions
-# in the image, at the seeds that cover each check's edge cases (make test-labs runs the solution
-# notebooks natively).
+# `make -C docker test`); by default none: make test-labs runs them natively, and what the image could
+# break in a lab (its Java, jars, Spark) the notebooks above already run.
 IMAGE_LABS="${DELTALAB_IMAGE_LABS:-}"
 lab_mounts=()
 if [ "$IMAGE_LABS" = all ]; then
@@ -162,21 +168,10 @@ else
 fi
 [ -z "$IMAGE_LABS" ] || log "the labs' solution notebooks in the container: $IMAGE_LABS"
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
-    -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" "$IMAGE" deltalab-test-image \
+    -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" -e "DELTALAB_IMAGE_NOTEBOOKS=$image_notebooks" \
+    "$IMAGE" deltalab-test-image \
     || die "the in-container nbval suite failed"
 TIMES[nbval]=$(( $(now) - t ))
-
-# --- 3b. every lab's checks in the container (make test-seeds) ------------------------------
-t=$(now)
-log "every lab's checks on its solutions at its fixed seeds in the container (make test-seeds's tests, --network=none)"
-# The tests and the labs' sources mounted read-only; one Spark session per pytest worker, as natively.
-# sh -c inside the container, so that tests/test_lab*.py is expanded there; $0 is the worker count.
-podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
-    -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
-    "$IMAGE" sh -c 'python -m pytest -n "$0" --dist loadscope -m seeds tests/test_lab*.py -p no:cacheprovider' \
-    "${DELTALAB_CONTAINER_WORKERS:-2}" \
-    || die "the labs' checks at their seeds failed in the container"
-TIMES[labs]=$(( $(now) - t ))
 
 # --- 4. a classroom in the container ---------------------------------------------------------
 t=$(now)
@@ -185,7 +180,7 @@ log "a classroom in the container: JupyterHub, three students, an instructor, nb
 # user, on the container's loopback; the test drives them as a browser and the users would.
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
     -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
-    "$IMAGE" python -m pytest -n 2 --dist loadscope -rP -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
+    "$IMAGE" python -m pytest -n 2 --dist loadfile -rP -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
     -p no:cacheprovider \
     || die "the classroom tests failed in the container"
 TIMES[classroom]=$(( $(now) - t ))
@@ -236,4 +231,4 @@ TIMES[token]=$(( $(now) - t ))
 log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; the learner's copy served; healthcheck ok; uid $user"
 
 TIMES[total]=$(( $(now) - START_ALL ))
-log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, labs at their seeds ${TIMES[labs]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
+log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
