@@ -77,19 +77,20 @@ instructor: override ROLE := instructor
 instructor: lab
 
 test: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 # The labs (marker labs): each lab's solution passes its checks on tables of a fresh seed, its student
 # version is told in plain words what is not written yet, every wrong answer of tests/test_labNN_*.py is
 # refused with a message that names the mistake, and labs/README.md's grading steps work as written.
 # A target of its own so that each stays within 15 minutes on two cores (tests/README.md); CI runs both.
+# --dist loadfile: a file runs on one worker (a lab's tests share the tables they build once per process).
 test-labs: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m "labs and not seeds" tests/test_lab*.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m "labs and not seeds" tests/test_lab*.py $(PYTEST_ARGS)
 
-# The labs' solutions at the fixed seeds after each lab's first (make test-labs runs the first): together
-# the seeds cover every edge case the checks generate. CI runs them in the course image (.ci/container.sh).
+# The labs' solutions at their fixed seeds, which together cover every edge case the checks generate (for
+# a lab's author; not in CI, whose make test-labs draws a fresh seed each run: tests/README.md).
 test-seeds: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
 
 # The notebooks with papermill at their smallest parameters and at larger ones (tests/test_sizes.py):
 # their asserts must hold at any size their parameters cell accepts. About an hour; not in CI.
@@ -115,7 +116,7 @@ classroom: setup
 # A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom*.py, marker classroom):
 # logins, workspaces, notebook 00 in three servers at once, a lab through nbgrader's exchange. CI runs them in the course image.
 test-classroom: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadscope) -m classroom tests/test_classroom.py tests/test_classroom_culler.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m classroom tests/test_classroom.py tests/test_classroom_culler.py $(PYTEST_ARGS)
 
 outputs: setup
 	$(PY) -m deltalab execute $(NB)

@@ -1,5 +1,6 @@
-"""Shared test setup: a temporary work root for everything the suite runs, one Spark session, the
-plan xdist follows (tests/support/suite_schedule.py) and the table of seconds per file.
+"""Shared test setup: a temporary work root for everything the suite runs, one Spark session, and the
+table of seconds per file. xdist's own ``--dist loadfile`` shares the files between workers: a file (a
+notebook with all its cells in one kernel, a lab's tests with the tables they build once) runs on one worker.
 
 nbval starts one kernel per notebook; those kernels inherit this process's environment, so
 setting DELTALAB_WORKDIR here keeps every notebook's tables in the temporary root too.
@@ -21,7 +22,6 @@ import pytest
 from course_testing import REPO
 from cross_engine import CrossEngine
 from deltalab.locations import ROOT_MARKER
-from suite_schedule import longest_first, scope_of
 
 _TEMPORARY_ROOT: str | None = None
 
@@ -47,38 +47,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _TEMPORARY_ROOT:
         shutil.rmtree(_TEMPORARY_ROOT, ignore_errors=True)
-
-
-@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, unknown to pytest without it
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (``make test``, ``make test-labs``), with each lab's runs in
-    tests/test_labs.py a scope of their own, the files of ``SAME_WORKER_AS`` in their lab's scope, and
-    the longest scopes first (``suite_schedule``).
-
-    loadscope sends each test file (a notebook: all its cells, one kernel) to one worker. Lab 05's
-    check tests (tests/test_lab05_concurrency.py) share the concurrent pairs and the killed writer
-    that lab 05's runs in tests/test_labs.py measure once per process (80 s), lab 09's
-    (test_lab09_streaming.py) the table two streaming queries wrote (13 s), so they join that lab's
-    scope: built once per suite, not once per worker.
-    (xdist's own ``loadgroup`` cannot do this here: it renames test ids in a way pytest 9 ignores.)
-    """
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedScopes(LoadScopeScheduling):
-        ordered = False
-
-        def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid, super()._split_scope(nodeid))
-
-        def _assign_work_unit(self, node) -> None:
-            if not self.ordered:  # the first call, right after schedule() filled the queue
-                self.workqueue = longest_first(self.workqueue)
-                self.ordered = True
-            super()._assign_work_unit(node)
-
-    return SharedScopes(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +84,7 @@ def wd(request) -> Path:
 
 
 class SecondsPerFile:
-    """Adds up setup, call and teardown time per file, and per lab, and prints the table at the end.
+    """Adds up setup, call and teardown time per file and prints the table at the end.
 
     Registered as a plugin (not as conftest hooks) so that it also sees the notebooks' nbval
     items, which live outside tests/, in a run without xdist.
@@ -126,10 +94,7 @@ class SecondsPerFile:
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        path = report.nodeid.split("::")[0]
-        if path.endswith("test_labs.py") and report.nodeid.endswith("]"):
-            path += "[" + report.nodeid.rsplit("[", 1)[1]   # one line per lab
-        self.seconds[path] += report.duration
+        self.seconds[report.nodeid.split("::")[0]] += report.duration
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.seconds:

@@ -20,12 +20,16 @@ import pytest
 from deltalab.labs import lab01_parquet as lab
 from deltalab.labs.harness import SEED_ENV, fresh_dir
 from deltalab.labs.lab01_parquet import check_column_range, check_footer_row_count
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab01_parquet")
 
 #: 1: partitioned by values a path escapes (a=b, zürich), all-null row groups; 2: two files, one of
 #: them all null in `note`; 3: partitioned (10:30, a=b, new york), one partition all null in `note`.

@@ -23,12 +23,17 @@ from deltalab.labs import lab02_log as lab
 from deltalab.labs.harness import SEED_ENV, fresh_dir
 from deltalab.labs.lab02_log import check_active_files, check_table_version
 from deltalab.workdir import workdir
+from lab_testing import (assert_plain_failure, nbgrader_meta, run_in_process, solution_and_student_version,
+                         with_solutions)
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab02_log")
 
 #: Each run covers deletion vectors (add before remove in one commit; a checkpoint's add ended by a
 #: later JSON remove), partition values a path must encode, cleaned-up commits and a commit Spark
@@ -389,3 +394,26 @@ def test_lab02_an_answer_that_writes_into_the_table_is_refused(spark):
         for cache in (Path(lab._example(spark).path) / "_delta_log").glob("cache-*.json"):
             cache.unlink()
     assert "changed the folder" in message and "it must only read it" in message, message
+
+
+def test_lab02_a_wrong_answer_in_the_notebook_gets_its_specific_message(spark):
+    """A wrong (not missing) answer in the student's notebook is told what is wrong, not just that it is unfinished."""
+    nb = with_solutions("lab02_log", {"table_version", "active_files"})
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") == "active_files":
+            # the classic mistake: replay every JSON commit from 0 and ignore the checkpoint
+            cell.source = (
+                "def active_files(table_path, version):\n"
+                "    files = set()\n"
+                "    for v in range(version + 1):\n"
+                "        for line in (Path(table_path) / '_delta_log' / f'{v:020d}.json').read_text().splitlines():\n"
+                "            a = json.loads(line)\n"
+                "            if 'add' in a: files.add(a['add']['path'])\n"
+                "            if 'remove' in a: files.discard(a['remove']['path'])\n"
+                "    return files\n"
+            )
+    runs = {r.grade_id: r for r in run_in_process(nb)}
+    assert runs["check_table_version"].error is None
+    wrong = runs["check_active_files"]
+    assert_plain_failure(wrong.error, f"lab02_log/{wrong.grade_id}")
+    assert "FileNotFoundError" in str(wrong.error) and "checkpoint" in str(wrong.error), str(wrong.error)

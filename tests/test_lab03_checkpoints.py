@@ -26,12 +26,16 @@ from deltalab.labs import lab03_checkpoints as lab
 from deltalab.labs.lab03_checkpoints import check_checkpoint_active_files, check_log_segment
 from deltalab.locations import hadoop_path
 from deltalab.workdir import workdir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab03_checkpoints")
 
 #: Seeds of the solution runs: together, a partitioned and an unpartitioned log-segment table, with
 #: and without deletion vectors (asserted below from the tables themselves).

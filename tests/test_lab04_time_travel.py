@@ -19,12 +19,16 @@ from deltalab.labs import lab04_time_travel as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab04_time_travel import check_vacuum_deletes, check_version_as_of
 from deltalab.log import deletion_vector_file, replay_log
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab04_time_travel")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab04_time_travel" / "lab04_time_travel.ipynb"
 #: 7: commits before a checkpoint cleaned up, two commit files older than the one before, VACUUM with RETAIN 24

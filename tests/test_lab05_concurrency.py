@@ -4,8 +4,7 @@ says what is wrong and never shows the expected answer.
 
 The outcomes of the pairs of exercise 1 are measured by the check itself (``measured_outcome``, kept
 per pair) and the killed-writer table of exercise 3 is built once per process; both are shared with
-lab 05's runs in tests/test_labs.py, which `make test-labs` runs on the same worker
-(tests/support/suite_schedule.py).
+the run of lab 05's solution and student version in this file (``--dist loadfile`` keeps a file on one worker).
 Expected answers come from Delta: the measured pairs, and the tables the check generates
 (``orphan_history`` at the same seed), never from numbers typed here.
 """
@@ -28,12 +27,16 @@ from deltalab.concurrency import CONFLICT_CLASSES
 from deltalab.files import data_files
 from deltalab.labs import lab05_concurrency as cx
 from deltalab.labs.harness import SEED_ENV, fresh_dir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab05_concurrency")
 
 #: 1: deletion vectors, checkpoint every 2 commits; 5: no deletion vectors, no checkpoint;
 #: 10: no deletion vectors, checkpoint every 3 commits. Each run of exercise 1 asks 8 or 9 pairs.

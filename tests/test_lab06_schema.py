@@ -19,12 +19,16 @@ from pyspark.sql import functions as F
 from deltalab.labs import lab06_schema as lab
 from deltalab.labs.lab06_schema import check_add_column, check_change_type, check_rename_column
 from deltalab.workdir import workdir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab06_schema")
 
 #: Seeds of the solution runs; what they cover is asserted from the checks' own reports below.
 SOLUTION_SEEDS = (1, 3, 5)

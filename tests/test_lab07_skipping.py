@@ -19,12 +19,16 @@ from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab07_skipping import check_files_to_read, check_stats_columns, files_spark_reads
 from deltalab.log import replay_log
 from deltalab.skipping import scan_metrics
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab07_skipping")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab07_skipping" / "lab07_skipping.ipynb"
 #: 2: a table partitioned by strings with a NULL partition, deletion vectors and a checkpoint; 13: by an

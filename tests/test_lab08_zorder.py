@@ -18,12 +18,16 @@ import pytest
 from deltalab.curves import z_value
 from deltalab.labs import lab08_zorder as zx
 from deltalab.labs.lab08_zorder import check_interleave_bits, check_zorder_columns
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab08_zorder")
 
 #: 1: `ts` dominates in six small queries, the largest single query filters `user_id`;
 #: 5: `amount` dominates in one query, `ts` has two; 8: `ts` dominates, the first query filters `amount`.

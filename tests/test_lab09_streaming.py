@@ -2,8 +2,8 @@
 wrong answers, the classic ones and those fitted to one table, get their specific message.
 
 Exercise 1's example table (two queries, a checkpoint, early commits cleaned up) is built once per
-process and shared with lab 09's runs in tests/test_labs.py, which `make test-labs` runs on the same
-worker (tests/support/suite_schedule.py). The solutions are the source notebook's own cells. Seeds of the
+process and shared with the run of lab 09's solution and student version in this file (``--dist loadfile``
+keeps a file on one worker). The solutions are the source notebook's own cells. Seeds of the
 generated tables (fixed here with DELTALAB_CHECK_SEED):
 
 - 6: no checkpoint at all; the upsert gets 4 batches;
@@ -28,12 +28,16 @@ from deltalab.jvm import delta_app_versions, delta_log
 from deltalab.labs import lab09_streaming as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.workdir import workdir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab09_streaming")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab09_streaming" / "lab09_streaming.ipynb"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"

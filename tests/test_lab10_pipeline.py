@@ -29,12 +29,16 @@ from deltalab import streaming as st
 from deltalab.labs import lab10_pipeline as lab
 from deltalab.labs.harness import SEED_ENV
 from deltalab.workdir import workdir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab10_pipeline")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab10_pipeline" / "lab10_pipeline.ipynb"
 SEEDS = [8, 16, 14]

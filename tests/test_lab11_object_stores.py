@@ -16,12 +16,16 @@ import pytest
 
 from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab11_object_stores import check_commit, check_current_version
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab11_object_stores")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab11_object_stores" / "lab11_object_stores.ipynb"
 #: 3: a checkpoint, a checkpoint with the commits before it cleaned up, delta-rs commits two versions while the

@@ -22,12 +22,16 @@ from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab12_engines import (DELTA_RS_READS, DELTA_RS_WRITES, check_delta_rs_can, check_features_needed,
                                          check_read_with_delta_rs)
 from deltalab.workdir import workdir
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab12_engines")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab12_engines" / "lab12_engines.ipynb"
 #: Every run has a reader 1 / writer 6 table, deletion vectors and type widening turned on after the first commit,

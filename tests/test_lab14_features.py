@@ -20,12 +20,16 @@ from deltalab.labs.harness import SEED_ENV
 from deltalab.labs.lab14_features import (FEATURE_OF_PROPERTY, LEGACY_WRITER_FEATURES, check_protocol_after,
                                           check_row_ids)
 from deltalab.log import deleted_rows, replay_log
+from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
+
+#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab14_features")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab14_features" / "lab14_features.ipynb"
 SEEDS = (3, 4)

@@ -1,8 +1,10 @@
-"""The classroom labs (labs/): sources, student versions and grading, on real Delta tables.
+"""The classroom labs (labs/) as a whole: every lab has exercises and checks, the student versions are
+what nbgrader generates from the sources, and labs/README.md's grading steps work as written.
 
-Notebooks run inside this pytest process (``run_in_process``), sharing the session's Spark, so
-the suite starts one JVM for all labs. Only the grading test goes through nbgrader's autograder,
-which starts one kernel (and so one JVM) per submission, as it would for a class.
+Each lab's own runs (its solution on tables of a fresh seed, its student version, its wrong answers)
+are in its test file, tests/test_labNN_topic.py (lab_testing.solution_and_student_version). The grading
+test goes through nbgrader's autograder, which starts one kernel (and so one JVM) per submission, as it
+would for a class.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import copy
 import csv
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -23,51 +24,8 @@ import pytest
 
 pytest.importorskip("nbgrader", reason="the labs need the `labs` extra: pip install -e '.[labs]'")
 
-from lab_testing import assert_plain_failure, check_results, generate_student_versions, run_in_process  # noqa: E402
-
-#: The seed of the tables the checks generate, drawn once per run of the suite and shared by the
-#: solution's run and the student version's (a check that passes or fails there fails or passes on
-#: the same tables, and tables a lab builds once per seed and process are not built twice).
-RUN_SEED = random.SystemRandom().randrange(1, 2**31)
-
-LABS_DIR = Path(__file__).resolve().parents[1] / "labs"
-LABS = sorted(p.name for p in (LABS_DIR / "source").iterdir() if p.is_dir())
-
-
-def source(lab: str) -> Path:
-    return LABS_DIR / "source" / lab / f"{lab}.ipynb"
-
-
-def student(lab: str) -> Path:
-    return LABS_DIR / "release" / lab / f"{lab}.ipynb"
-
-
-def read(path: Path):
-    return nbformat.read(str(path), as_version=4)
-
-
-def nbgrader_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def exercises(lab: str) -> list[str]:
-    """grade_ids of the solution cells, in order."""
-    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("solution")]
-
-
-def checks(lab: str) -> list[str]:
-    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("grade")]
-
-
-def with_solutions(lab: str, solved: set[str]):
-    """The student version of ``lab`` with the solution cells named in ``solved`` filled in."""
-    answers = {nbgrader_meta(c).get("grade_id"): c.source for c in read(source(lab)).cells}
-    nb = read(student(lab))
-    for cell in nb.cells:
-        if nbgrader_meta(cell).get("grade_id") in solved:
-            cell.source = answers[nbgrader_meta(cell)["grade_id"]]
-    return nb
-
+from lab_testing import (LABS, LABS_DIR, checks, exercises, generate_student_versions, read, source,  # noqa: E402
+                         student, with_solutions)
 
 def course_copy(tmp_path: Path) -> Path:
     """A throw-away nbgrader course directory with the repository's sources and config."""
@@ -98,77 +56,6 @@ def test_student_versions_are_up_to_date(tmp_path):
         )
         text = committed.read_text()
         assert "BEGIN SOLUTION" not in text and "YOUR CODE HERE" in text, f"{lab}: solutions were not stripped"
-
-
-@pytest.mark.labs
-@pytest.mark.parametrize("lab", LABS)
-def test_solution_passes_every_check(spark, lab, seeded):
-    seeded(RUN_SEED)
-    runs = run_in_process(source(lab))
-    errors = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None]
-    assert not errors, f"{lab}: cells of the solution raised: {errors}"
-    results = check_results(runs)
-    assert sorted(results) == sorted(checks(lab)) and all(results.values()), results
-    for run in runs:
-        if run.is_check:
-            assert run.stdout.startswith("✓ "), f"{lab}/{run.grade_id}: a passing check says so, got {run.stdout!r}"
-
-
-@pytest.mark.labs
-@pytest.mark.parametrize("lab", LABS)
-def test_student_version_passes_the_solved_check_and_fails_the_others_with_a_friendly_message(spark, lab, seeded):
-    """The student version with its first exercise solved, run once, then that exercise's stub put back.
-
-    Checks: only check cells fail; the solved exercise's check passes; every other check fails with
-    a friendly "not written yet"; and the first exercise's own stub, run again with its check in the
-    same namespace, fails that check the same way. One run of the lab's setup cells instead of two
-    (an unmodified run and a one-solved run), which are most of a lab run's time.
-    """
-    seeded(RUN_SEED)
-    solved = exercises(lab)[0]
-    namespace: dict = {"__name__": "__main__"}
-    runs = run_in_process(with_solutions(lab, {solved}), namespace)
-    others = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None and not r.is_check]
-    assert not others, f"{lab}: only check cells may fail in the student version: {others}"
-    graded = [r for r in runs if r.is_check]
-    first, *rest = checks(lab)
-    assert [r.grade_id for r in graded] == checks(lab)
-    assert graded[0].error is None, f"{lab}: solving {solved} should pass {first}: {graded[0].error!r}"
-    assert graded[0].stdout.startswith("✓ "), f"{lab}/{first}: a passing check says so, got {graded[0].stdout!r}"
-    unsolved = graded[1:]
-
-    stub_again = read(student(lab))
-    stub_again.cells = [c for c in stub_again.cells if nbgrader_meta(c).get("grade_id") in (solved, first)]
-    assert len(stub_again.cells) == 2, f"{lab}: expected the cells of {solved} and {first} in the student version"
-    unsolved += [r for r in run_in_process(stub_again, namespace) if r.is_check]
-    assert [r.grade_id for r in unsolved] == rest + [first]
-    for run in unsolved:
-        assert_plain_failure(run.error, f"{lab}/{run.grade_id}")
-        assert "not written yet" in str(run.error), str(run.error)
-
-
-@pytest.mark.labs
-def test_wrong_answers_get_specific_messages(spark):
-    """A wrong (not missing) answer is told what is wrong, not just that it is unfinished."""
-    nb = with_solutions("lab02_log", {"table_version", "active_files"})
-    for cell in nb.cells:
-        if nbgrader_meta(cell).get("grade_id") == "active_files":
-            # the classic mistake: replay every JSON commit from 0 and ignore the checkpoint
-            cell.source = (
-                "def active_files(table_path, version):\n"
-                "    files = set()\n"
-                "    for v in range(version + 1):\n"
-                "        for line in (Path(table_path) / '_delta_log' / f'{v:020d}.json').read_text().splitlines():\n"
-                "            a = json.loads(line)\n"
-                "            if 'add' in a: files.add(a['add']['path'])\n"
-                "            if 'remove' in a: files.discard(a['remove']['path'])\n"
-                "    return files\n"
-            )
-    runs = {r.grade_id: r for r in run_in_process(nb)}
-    assert runs["check_table_version"].error is None
-    failure = runs["check_active_files"]
-    assert_plain_failure(failure.error, f"lab02_log/{failure.grade_id}")
-    assert "FileNotFoundError" in str(failure.error) and "checkpoint" in str(failure.error), str(failure.error)
 
 
 def readme_commands(lab: str) -> list[str]:

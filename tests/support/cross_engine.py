@@ -2,7 +2,7 @@
 
 A pytest plugin (registered from tests/conftest.py). After the last cell of each notebook under
 notebooks/ it adds one more test item, ``notebooks/NN_x.ipynb::delta-rs reads its tables``, in the
-notebook's own file scope, so ``--dist loadscope`` runs it on the notebook's worker right after the
+notebook's own file scope, so ``--dist loadfile`` runs it on the notebook's worker right after the
 notebook's cells. The item finds every table under ``<DELTALAB_WORKDIR>/<notebook stem>/`` (a folder
 with a ``_delta_log/`` holding at least one commit or checkpoint) and checks, at the latest version:
 

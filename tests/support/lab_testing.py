@@ -1,15 +1,51 @@
-"""Test-only helpers for the labs: run a lab notebook inside the pytest process, read its check
-results, regenerate the student versions with nbgrader, and the one assertion on a failed check's
-message (:func:`assert_plain_failure`; none of it is course material)."""
+"""Test-only helpers for the labs: the labs' folders and cells, running a lab notebook inside the pytest
+process, the one assertion on a failed check's message (:func:`assert_plain_failure`), regenerating the
+student versions with nbgrader, and the test every lab's test file runs (:func:`solution_and_student_version`);
+none of it is course material."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+LABS_DIR = Path(__file__).resolve().parents[2] / "labs"
+LABS = sorted(p.name for p in (LABS_DIR / "source").iterdir() if p.is_dir())
+
+
+def source(lab: str) -> Path:
+    """The lab's source notebook, with its solutions (labs/source/)."""
+    return LABS_DIR / "source" / lab / f"{lab}.ipynb"
+
+
+def student(lab: str) -> Path:
+    """The lab's student version, as nbgrader released it (labs/release/)."""
+    return LABS_DIR / "release" / lab / f"{lab}.ipynb"
+
+
+def read(path: Path):
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def exercises(lab: str) -> list[str]:
+    """grade_ids of the solution cells, in order."""
+    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("solution")]
+
+
+def checks(lab: str) -> list[str]:
+    """grade_ids of the check cells, in order."""
+    return [nbgrader_meta(c)["grade_id"] for c in read(source(lab)).cells if nbgrader_meta(c).get("grade")]
 
 
 @dataclass
@@ -143,3 +179,69 @@ def solution_namespace(source: Path, grade_ids: tuple[str, ...]) -> dict:
         if cell.metadata.get("nbgrader", {}).get("grade_id") in grade_ids:
             exec(compile(cell.source, f"<{source.stem} solution>", "exec"), namespace)
     return namespace
+
+
+def with_solutions(lab: str, solved: set[str]):
+    """The student version of ``lab`` with the solution cells named in ``solved`` filled in."""
+    answers = {nbgrader_meta(c).get("grade_id"): c.source for c in read(source(lab)).cells}
+    nb = read(student(lab))
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") in solved:
+            cell.source = answers[nbgrader_meta(cell)["grade_id"]]
+    return nb
+
+
+def _defined_functions(source_text: str) -> set[str]:
+    return {node.name for node in ast.walk(ast.parse(source_text)) if isinstance(node, ast.FunctionDef)}
+
+
+def _used_names(source_text: str) -> set[str]:
+    return {node.id for node in ast.walk(ast.parse(source_text)) if isinstance(node, ast.Name)}
+
+
+def solution_and_student_version(lab: str):
+    """The test every lab's test file runs (``test_... = solution_and_student_version("labNN_topic")``).
+
+    The lab's solution (labs/source/) runs in this process on tables of a fresh seed: no cell raises, and every
+    check passes and says so with its ✓ line. Then its student version (labs/release/), in the namespace the
+    solution's set-up cells left: each exercise is the stub a student starts from, and each check tells, in the
+    lab's plain format, that the exercise is not written yet. The student version's other cells are the
+    source's (``test_student_versions_are_up_to_date``), so they are not run again; none of those after the
+    first exercise may call an exercise's function, which a student who has not written it yet would see
+    fail (read from their code). A check that passes on a solved exercise in the student version is the
+    source's check cell, which the solution's run passed.
+    """
+
+    @pytest.mark.labs
+    def test(spark, seeded):
+        seeded(random.SystemRandom().randrange(1, 2**31))
+        namespace: dict = {"__name__": "__main__"}
+        runs = run_in_process(source(lab), namespace)
+        errors = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None]
+        assert not errors, f"{lab}: cells of the solution raised: {errors}"
+        results = check_results(runs)
+        assert sorted(results) == sorted(checks(lab)) and all(results.values()), results
+        for run in runs:
+            if run.is_check:
+                assert run.stdout.startswith("✓ "), f"{lab}/{run.grade_id}: a passing check says so, got {run.stdout!r}"
+
+        released = read(student(lab))
+        code = [cell for cell in released.cells if cell.cell_type == "code"]
+        first = next(index for index, cell in enumerate(code) if nbgrader_meta(cell).get("solution"))
+        graded = [cell for cell in code[first:] if nbgrader_meta(cell).get("solution") or nbgrader_meta(cell).get("grade")]
+        exercise_functions = set().union(*(_defined_functions(c.source) for c in graded if nbgrader_meta(c).get("solution")))
+        for cell in code[first:]:
+            if cell not in graded:
+                calls = _used_names(cell.source) & exercise_functions
+                assert not calls, (f"{lab}: a cell after the first exercise uses {sorted(calls)}, which a student who "
+                                   f"has not written it yet would see fail: {cell.source[:120]!r}")
+        released.cells = graded
+        unsolved = [r for r in run_in_process(released, namespace) if r.is_check]
+        assert [r.grade_id for r in unsolved] == checks(lab)
+        for run in unsolved:
+            assert_plain_failure(run.error, f"{lab}/{run.grade_id}")
+            assert "not written yet" in str(run.error), str(run.error)
+
+    test.__doc__ = f"{lab}: its solution passes every check on tables of a fresh seed; its student version says " \
+                   "what is not written yet."
+    return test
