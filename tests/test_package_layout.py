@@ -147,3 +147,42 @@ def test_notebooks_define_no_helper_the_package_has():
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in shared:
                     offenders.append(f"{notebook.relative_to(REPO)} cell {index}: {node.name}")
     assert not offenders, "these notebook cells redefine a deltalab helper; call the package's: " + "; ".join(offenders)
+
+
+#: Where a file is renamed, replaced or locked outside deltalab.publish, and why that is not publishing.
+NOT_PUBLISHING = {
+    "deltalab.holds": "hold_gate's marker (O_EXCL) is made inside a function Spark ships by value to its Python "
+                      "workers, which must not need this package",
+    "deltalab.labs.lab10_pipeline": "the check moves the learner's stub functions aside and back, no file for a reader",
+}
+
+
+def _publishes_or_locks(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for each rename, replace, flock/lockf or O_EXCL in a module's code: a call of
+    os.replace/os.rename, fcntl.flock/lockf, a method `.replace(x)` / `.rename(x)` with one positional
+    argument and no keyword (str.replace takes two, pandas' rename a keyword), and the name O_EXCL."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "O_EXCL":
+            found.append((node.lineno, "O_EXCL"))
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+        name = node.func.attr
+        if owner in ("os", "fcntl") and name in ("replace", "rename", "flock", "lockf"):
+            found.append((node.lineno, f"{owner}.{name}"))
+        elif owner not in ("os", "fcntl") and name in ("replace", "rename") and len(node.args) == 1 \
+                and not node.keywords:
+            found.append((node.lineno, f".{name}(...)"))
+    return found
+
+
+def test_files_other_processes_read_are_published_only_through_publish():
+    """One way to publish a file or folder (a hidden sibling renamed into place) and to lock: deltalab.publish."""
+    stray = []
+    for name, path in MODULES.items():
+        if name in ("deltalab.publish", *NOT_PUBLISHING):
+            continue
+        stray += [f"{path.relative_to(REPO)}:{line} {what}" for line, what in _publishes_or_locks(ast.parse(path.read_text()))]
+    assert not stray, ("publish a file or folder with deltalab.publish (write_atomically, publishing) and lock with "
+                       "lock_for_process, or name the module in NOT_PUBLISHING with why: " + "; ".join(stray))

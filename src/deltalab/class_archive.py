@@ -26,6 +26,7 @@ from pathlib import Path
 
 from deltalab.errors import DeltaLabError
 from deltalab.locations import cache_root
+from deltalab.publish import publishing
 
 __all__ = ["ARCHIVE_ENV", "ARCHIVE_OFF_ENV", "archive_option", "archive_path", "build_archive", "prune_archives"]
 
@@ -132,25 +133,21 @@ def build_archive(class_path: list[Path], java_home: Path, timeout: int = BUILD_
     path.parent.mkdir(parents=True, exist_ok=True)
     print(f"Building the JVM class archive {path.name} (once: about 200 MB, a minute or two; sessions then start "
           "in seconds) ...", file=sys.stderr, flush=True)
-    partial = path.with_suffix(f".partial-{os.getpid()}")
-    with tempfile.TemporaryDirectory(prefix="deltalab-archive-") as scratch:
+    with publishing(path) as partial, tempfile.TemporaryDirectory(prefix="deltalab-archive-") as scratch:
         env = dict(os.environ, **{ARCHIVE_ENV: str(partial), "DELTALAB_WORKDIR": str(Path(scratch) / "work")})
         try:
             result = subprocess.run([sys.executable, "-c", _TRAINING, str(Path(scratch) / "table")],
                                     env=env, capture_output=True, text=True, timeout=timeout,
                                     stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            partial.unlink(missing_ok=True)
             raise DeltaLabError(f"Building the JVM class archive took longer than {timeout} s.",
                                 fix="Run `python -m deltalab fetch-jars` again on a less busy machine; "
                                 "the course works without the archive, only its sessions start slower.") from None
-    if result.returncode != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
-        last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise DeltaLabError(f"Building the JVM class archive failed: {last[0][:300]}",
-                            fix="Run `python -m deltalab doctor`; the course works without the archive, "
-                            "only its sessions start slower.")
-    partial.replace(path)
+        if result.returncode != 0 or not partial.is_file():
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise DeltaLabError(f"Building the JVM class archive failed: {last[0][:300]}",
+                                fix="Run `python -m deltalab doctor`; the course works without the archive, "
+                                "only its sessions start slower.")
     prune_archives(path.parent)
     return path
 

@@ -54,6 +54,7 @@ from deltalab.errors import DeltaLabError
 from deltalab.jupyterlab import COURSE_DIR_ENV, OPENS, course_root, jupyter_config_dir, missing_labs
 from deltalab.locations import CACHE_ENV, WORKDIR_ENV, cache_root
 from deltalab.processes import end_process, free_loopback_port, process_tree, start_owned, wait_until
+from deltalab.publish import publishing
 from deltalab.session import DRIVER_MEMORY_ENV, check_driver_memory
 from deltalab.workspace import LEARNER_DIR_ENV, update_workspace
 
@@ -266,15 +267,12 @@ def copy_labs(labs: Path, destination: Path) -> None:
     that the instructor's gradebook and changes are never overwritten."""
     if destination.exists():
         return
-    partial = destination.with_name(destination.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)   # a copy an earlier start did not finish
-    partial.mkdir(parents=True)
-    for name in ["nbgrader_config.py", "README.md", "source", "release"]:
-        if (labs / name).is_dir():
-            shutil.copytree(labs / name, partial / name)
-        elif (labs / name).is_file():
-            shutil.copy2(labs / name, partial / name)
-    partial.rename(destination)
+    with publishing(destination, directory=True) as partial:  # a copy an earlier start did not finish is removed
+        for name in ["nbgrader_config.py", "README.md", "source", "release"]:
+            if (labs / name).is_dir():
+                shutil.copytree(labs / name, partial / name)
+            elif (labs / name).is_file():
+                shutil.copy2(labs / name, partial / name)
 
 
 def nbgrader_settings(root: Path, name: str, role: str) -> str:

@@ -51,6 +51,7 @@ from typing import Any, Callable, Sequence
 from deltalab.errors import DeltaLabError
 from deltalab.holds import POLL_SECONDS, STOP_MARKER, WAIT_LIMIT_SECONDS, Hold
 from deltalab.processes import end_process, start_owned, wait_until
+from deltalab.publish import write_atomically
 
 __all__ = [
     "Driver",
@@ -124,12 +125,6 @@ def _run_request(spark: Any, request: dict[str, Any]) -> dict[str, Any]:
         if isinstance(error, TypeError) and "JSON serializable" in str(error):
             message = f"its result is not JSON-able ({message})"
         return {"ok": False, "error": remote_class, "message": message}
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 class PendingCall:
@@ -234,7 +229,7 @@ class Driver:
         self._calls += 1
         call = self.signal_dir / f"call-{self._calls:06d}.json"
         answer = call.with_name(f"call-{self._calls:06d}.result.json")
-        _write_atomically(call, text)
+        write_atomically(call, text)
 
         def read() -> dict[str, Any] | None:
             return json.loads(answer.read_text()) if answer.exists() else None
@@ -377,12 +372,12 @@ def serve(signal_dir: Path) -> int:
 
         spark = get_spark(spec["name"], master=spec["master"], **_session_conf(spec))
     except Exception as error:  # noqa: BLE001 - reported to the kernel
-        _write_atomically(signal_dir / _FAILED, json.dumps({"error": str(error)}))
+        write_atomically(signal_dir / _FAILED, json.dumps({"error": str(error)}))
         return 1
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(spark.sparkContext._gateway)  # Java may call back into Python
-    _write_atomically(signal_dir / _READY, json.dumps({"pid": os.getpid(), "seconds": time.monotonic() - started}))
+    write_atomically(signal_dir / _READY, json.dumps({"pid": os.getpid(), "seconds": time.monotonic() - started}))
     number = 1
     while signal_dir.is_dir() and not (signal_dir / _STOP).exists():
         call = signal_dir / f"call-{number:06d}.json"
@@ -392,7 +387,7 @@ def serve(signal_dir: Path) -> int:
         answer = _run_request(spark, json.loads(call.read_text()))
         if not signal_dir.is_dir():
             break
-        _write_atomically(call.with_name(f"call-{number:06d}.result.json"), json.dumps(answer))
+        write_atomically(call.with_name(f"call-{number:06d}.result.json"), json.dumps(answer))
         number += 1
     spark.stop()
     return 0

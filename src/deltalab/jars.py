@@ -26,6 +26,7 @@ from pathlib import Path
 from deltalab.errors import DeltaLabError
 from deltalab.java import find_java
 from deltalab.locations import cache_root
+from deltalab.publish import publishing
 from deltalab.versions import AWS_SDK_V1_VERSION, AWS_SDK_V2_VERSION, delta_maven_coordinate, hadoop_version
 
 MANIFEST_NAME = "MANIFEST.txt"
@@ -199,20 +200,14 @@ def fetch_jars(name: str = "delta", timeout: int = FETCH_TIMEOUT_SECONDS) -> lis
         print(f"... {len(jars)} jars, {sum(jar.stat().st_size for jar in jars) / 2**20:.0f} MiB, "
               f"in {time.monotonic() - started:.0f} s ({len(resolved) - len(jars)} more that PySpark "
               f"ships itself left out)", file=sys.stderr, flush=True)
-        finished = staging / "jars"
-        finished.mkdir()
-        lines = []
-        for jar in jars:
-            moved = Path(shutil.move(str(jar), finished / jar.name))
-            lines.append(f"{_sha256(moved)} {moved.stat().st_size} {moved.name}")
-        (finished / MANIFEST_NAME).write_text("\n".join(lines) + "\n")
-        if target.exists():  # an incomplete set from an older layout: replace it
+        if target.exists() and cached_jars(name) is None:  # an incomplete set from an older layout: replace it
             shutil.rmtree(target)
-        try:
-            os.rename(finished, target)
-        except OSError:
-            if cached_jars(name) is None:  # not another process finishing first
-                raise
+        with publishing(target, directory=True) as finished:  # kept if another process published it first
+            lines = []
+            for jar in jars:
+                moved = Path(shutil.move(str(jar), finished / jar.name))
+                lines.append(f"{_sha256(moved)} {moved.stat().st_size} {moved.name}")
+            (finished / MANIFEST_NAME).write_text("\n".join(lines) + "\n")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     result = cached_jars(name)

@@ -45,6 +45,7 @@ from deltalab.drivers import DriverCallError, PendingCall
 from deltalab.errors import DeltaLabError
 from deltalab.holds import Hold, cancel_reached, hold_gate
 from deltalab.processes import end_process, start_owned, wait_until
+from deltalab.publish import write_atomically
 
 __all__ = ["ACCESS_KEY", "REGION", "SECRET_KEY", "ObjectStore", "Request", "RequestRace", "append_with_delta_rs",
            "delta_rs_options", "race_at_requests", "start_object_store"]
@@ -196,8 +197,7 @@ def serve(directory: str | os.PathLike[str]) -> int:
     _store_bools_as_bools()
     server = make_server("127.0.0.1", 0, _application(directory), threaded=True, request_handler=MotoRequestHandler)
     ready = directory / _READY
-    ready.with_suffix(".tmp").write_text(json.dumps({"port": server.server_port, "pid": os.getpid()}))
-    ready.with_suffix(".tmp").replace(ready)
+    write_atomically(ready, json.dumps({"port": server.server_port, "pid": os.getpid()}))
     server.serve_forever()
     return 0
 
@@ -320,9 +320,8 @@ class ObjectStore:
         holds_dir = self.directory / _HOLDS
         holds = [Hold(holds_dir / f"{name}-{index}") for index in range(count)]
         rule = holds_dir / f"{name}.json"
-        rule.with_suffix(".tmp").write_text(json.dumps({"method": method, "key_pattern": key_pattern, "count": count,
-                                                        "operation": operation}))
-        rule.with_suffix(".tmp").replace(rule)
+        write_atomically(rule, json.dumps({"method": method, "key_pattern": key_pattern, "count": count,
+                                           "operation": operation}))
         return holds
 
     @contextmanager
@@ -337,8 +336,7 @@ class ObjectStore:
             raise DeltaLabError(f"A latency of {seconds!r} seconds is out of range.",
                                 fix=f"Pass seconds between 0 and {MAX_LATENCY_SECONDS} (20 ms is 0.02).")
         path = self.directory / _LATENCY
-        path.with_suffix(".tmp").write_text(json.dumps({"seconds": seconds}))
-        path.with_suffix(".tmp").replace(path)
+        write_atomically(path, json.dumps({"seconds": seconds}))
         try:
             yield
         finally:

@@ -32,6 +32,7 @@ from deltalab.errors import DeltaLabError
 from deltalab.holds import hold_gate, hold_here, hold_markers
 from deltalab.log import commit_versions, latest_version, read_log
 from deltalab.processes import wait_until
+from deltalab.publish import publishing
 from deltalab.session import temporary_conf
 
 __all__ = [
@@ -74,15 +75,14 @@ def drop_landing_lines(landing: str | os.PathLike[str], name: str, lines: Sequen
     folder = Path(landing)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / name
-    temporary = folder / f".{name}.tmp"
-    temporary.write_text("".join(line + "\n" for line in lines))
-    landed_ms = [p.stat().st_mtime_ns // 1_000_000 for p in folder.iterdir()
-                 if p.is_file() and not p.name.startswith((".", "_")) and p.name != name]
-    own_ms = temporary.stat().st_mtime_ns // 1_000_000
-    if landed_ms and own_ms <= max(landed_ms):
-        later = (max(landed_ms) + 1) * 1_000_000
-        os.utime(temporary, ns=(later, later))
-    os.replace(temporary, target)
+    with publishing(target) as temporary:
+        temporary.write_text("".join(line + "\n" for line in lines))
+        landed_ms = [p.stat().st_mtime_ns // 1_000_000 for p in folder.iterdir()
+                     if p.is_file() and not p.name.startswith((".", "_")) and p.name != name]
+        own_ms = temporary.stat().st_mtime_ns // 1_000_000
+        if landed_ms and own_ms <= max(landed_ms):
+            later = (max(landed_ms) + 1) * 1_000_000
+            os.utime(temporary, ns=(later, later))
     return target
 
 

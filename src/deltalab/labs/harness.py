@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from deltalab.errors import DeltaLabError, first_line
 from deltalab.jvm import clear_delta_cache
+from deltalab.publish import write_atomically
 from deltalab.session import active_spark
 from deltalab.workdir import workdir
 
@@ -339,7 +340,7 @@ def build_once(name: str, build: Callable[[Path], Built], intact: Callable[[Buil
     folder = fresh_dir(name)
     value = build(folder)
     if saved:
-        (folder / _SAVED_AS).write_text(json.dumps(value, indent=1))
+        write_atomically(folder / _SAVED_AS, json.dumps(value, indent=1))
     _BUILT[name] = value
     return value
 

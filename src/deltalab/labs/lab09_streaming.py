@@ -35,6 +35,7 @@ from deltalab.jvm import JvmTransaction, clear_delta_cache, delta_app_versions
 from deltalab.labs.harness import (CheckFailed, build_once, call_student, calls_watched, check_seed, clean_up_commits,
                                    fresh_dir, lab_spark, passed, short_repr)
 from deltalab.log import checkpoint_versions, commit_info, latest_version, replay_log
+from deltalab.publish import write_atomically
 from deltalab.streaming import drop_landing_file, query_id, run_available
 
 __all__ = ["CLASSIFICATIONS", "CheckFailed", "check_committed_batches", "check_upsert_classifications"]
@@ -181,9 +182,7 @@ def _write_unreadable_commit(table: Path, rng: random.Random, known: dict[str, i
         {"txn": {"appId": app, "version": batch, "lastUpdated": int(time.time() * 1000)}},
     ]
     log = table / "_delta_log"
-    temporary = log / f".{version:020d}.json.tmp"
-    temporary.write_text("".join(json.dumps(action) + "\n" for action in actions))
-    temporary.rename(log / f"{version:020d}.json")
+    write_atomically(log / f"{version:020d}.json", "".join(json.dumps(action) + "\n" for action in actions))
     clear_delta_cache()
     return app, batch
 
