@@ -25,12 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from classroom_testing import log_in, peak_memory, put_notebook, run_command, run_notebook, server_get
+from classroom_testing import (log_in, peak_memory, put_notebook, run_command, run_notebook, server_get, start_server,
+                               user_token)
 from course_testing import REPO
 from deltalab.classroom import (CLASSROOM_DRIVER_MEMORY, COURSE_ID, Classroom, check_names, class_password, copy_labs,
                                 home_of, nbgrader_settings, start_classroom)
 from deltalab.errors import DeltaLabError
-from deltalab.processes import is_running, process_tree, tree_memory
+from deltalab.processes import is_running, process_tree
+from process_testing import tree_memory
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
@@ -110,7 +112,7 @@ def classroom(tmp_path_factory) -> Classroom:
 @pytest.fixture(scope="module")
 def servers(classroom) -> dict[str, tuple[str, str]]:
     """Each student's server URL and a token of theirs, their servers started."""
-    return {name: (classroom.start_server(name), classroom.user_token(name)) for name in STUDENTS}
+    return {name: (start_server(classroom, name), user_token(classroom, name)) for name in STUDENTS}
 
 
 @pytest.mark.classroom
@@ -191,7 +193,7 @@ def test_a_lab_goes_from_release_to_grades_and_feedback_through_nbgraders_exchan
     untouched student version, cy nothing; the instructor collects, autogrades and exports the grades,
     then returns feedback, which the two students fetch. Every step is nbgrader's command, run in the
     server of the user who would run it."""
-    instructor = (classroom.start_server("ina"), classroom.user_token("ina"))
+    instructor = (start_server(classroom, "ina"), user_token(classroom, "ina"))
     labs = home_of(classroom.root, "ina") / "labs"
     run_command(*instructor, ["nbgrader", "generate_assignment", LAB, "--force"], cwd="labs")
     run_command(*instructor, ["nbgrader", "release_assignment", LAB], cwd="labs")

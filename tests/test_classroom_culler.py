@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from classroom_testing import server_get
+from classroom_testing import server_get, start_server, user_token
 from deltalab.classroom import activity_interval, home_of, start_classroom
 from deltalab.processes import is_running, process_tree, wait_until
 
@@ -32,8 +32,8 @@ def test_the_idle_culler_stops_an_idle_students_server_and_keeps_their_files(tmp
     the server of a student at work (a request every second) is still running past the timeout."""
     room = start_classroom(["dee", "eve"], root=tmp_path / "room", password=secrets.token_urlsafe(9), idle_timeout=60)
     try:
-        eve = (room.start_server("eve"), room.user_token("eve"))
-        room.start_server("dee")
+        eve = (start_server(room, "eve"), user_token(room, "eve"))
+        start_server(room, "dee")
         server = process_tree(room.api("GET", "users/dee")["servers"][""]["state"]["pid"])
         assert server, "dee's server is not running"
         started = time.monotonic()

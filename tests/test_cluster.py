@@ -58,6 +58,24 @@ def run_notebook(name: str, out_dir: Path, env: dict[str, str]) -> float:
     return time.monotonic() - started
 
 
+def applications(cluster) -> dict[str, dict]:
+    """Every application the cluster's master has seen, running or finished, by name (its JSON status,
+    asked without any proxy: the master is on loopback)."""
+    import json
+    import urllib.request
+
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(cluster.status_url, timeout=30) as answer:
+        state = json.load(answer)
+    return {app["name"]: app for app in state["completedapps"] + state["activeapps"]}
+
+
+def finished_tasks(cluster) -> dict[str, int]:
+    """Per application folder of the worker's work directory, the tasks its executors finished (read
+    from their logs): proof that the work ran on the worker, not in the driver."""
+    return {app_dir.name: sum(log.read_text(errors="replace").count("Finished task") for log in app_dir.glob("*/stderr"))
+            for app_dir in sorted(cluster.work_dir.glob("app-*"))}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A standalone master and one worker on 127.0.0.1 for the whole module (4 cores, 2 per application:
@@ -72,10 +90,10 @@ def cluster(tmp_path_factory):
 def test_a_notebook_runs_on_a_standalone_cluster(cluster, name, tmp_path, capsys):
     env = dict(os.environ, SPARK_MASTER=cluster.url)
     seconds = run_notebook(name, tmp_path, env)
-    apps = cluster.applications()
+    apps = applications(cluster)
     assert name in apps, f"the master never saw an application from {name}: {sorted(apps)}"
     assert apps[name]["cores"] > 0, f"{name}'s application got no cores from the worker"
-    finished = cluster.finished_tasks().get(apps[name]["id"], 0)
+    finished = finished_tasks(cluster).get(apps[name]["id"], 0)
     assert finished > 0, f"no executor of {name}'s application finished a task on the worker"
     line = f"{name} on {cluster.url}: {seconds:.0f} s, {finished} tasks finished by the worker's executors"
     if os.environ.get("DELTALAB_CLUSTER_COMPARE") == "1":

@@ -186,3 +186,59 @@ def test_files_other_processes_read_are_published_only_through_publish():
         stray += [f"{path.relative_to(REPO)}:{line} {what}" for line, what in _publishes_or_locks(ast.parse(path.read_text()))]
     assert not stray, ("publish a file or folder with deltalab.publish (write_atomically, publishing) and lock with "
                        "lock_for_process, or name the module in NOT_PUBLISHING with why: " + "; ".join(stray))
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+
+def _references(source: str) -> set[str]:
+    """Every name a piece of Python uses: names, attributes, imported names and the words of its strings
+    (named calls such as "deltalab.writers.append_rows")."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name.split(".")[-1])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found |= _words(node.value)
+    return found
+
+
+def _public_names(path: Path) -> set[str]:
+    """A module's public functions and classes, and the public methods of its classes."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            names |= {item.name for item in node.body
+                      if isinstance(item, ast.FunctionDef) and not item.name.startswith("_")}
+    return names
+
+
+def test_no_public_name_exists_only_for_tests():
+    """What only tests use lives in tests/support (tests/README.md), not in the package: every public
+    function, class and method of deltalab is used by the package, a notebook, a lab or the course's scripts."""
+    import nbformat
+
+    course: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        course |= _references(path.read_text())
+    for notebook in [*(REPO / "notebooks").glob("*.ipynb"), *(REPO / "labs" / "source").glob("*/*.ipynb")]:
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            if cell.cell_type == "code":
+                course |= _words(cell.source)
+    for path in [REPO / "Makefile", *(REPO / "docker").iterdir(), *(REPO / ".ci").iterdir()]:
+        if path.is_file():
+            course |= _words(path.read_text(errors="replace"))
+    tests: set[str] = set()
+    for path in (REPO / "tests").rglob("*.py"):
+        tests |= _references(path.read_text())
+    only_tests = sorted(f"{name}.{public}" for name, path in MODULES.items() for public in _public_names(path)
+                        if public not in course and public in tests)
+    assert not only_tests, ("used only by tests; move them to tests/support (or into the test file that uses them): "
+                            + ", ".join(only_tests))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import signal
 import sys
 
-from deltalab.processes import ProcessId, TreeMemory, end_process, owned_processes, process_tree, start_owned, tree_memory
+from deltalab.processes import ProcessId, end_process, owned_processes, process_tree, start_owned
+from process_testing import TreeMemory, tree_memory
 from process_testing import environment, poll, python, running
 
 

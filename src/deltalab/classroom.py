@@ -328,24 +328,6 @@ class Classroom:
                                 f"{response.text[:300]}", f"see the hub's log, {self.root / LOG_NAME}")
         return response.json() if response.content else None
 
-    def start_server(self, name: str, timeout: float = START_TIMEOUT) -> str:
-        """Start ``name``'s JupyterLab (if it is not running) and wait until the hub says it is ready;
-        its URL."""
-        if not self.api("GET", f"users/{name}").get("servers", {}).get("", {}).get("ready"):
-            self.api("POST", f"users/{name}/server")
-        wait_until(lambda: self._server_ready(name), timeout, f"{name}'s JupyterLab to start", interval=0.5)
-        return f"{self.url}/user/{name}/"
-
-    def _server_ready(self, name: str) -> bool:
-        server = self.api("GET", f"users/{name}").get("servers", {}).get("")
-        if server is None:   # the hub dropped it: the start failed
-            raise DeltaLabError(f"{name}'s JupyterLab did not start", f"see why in the hub's log, {self.root / LOG_NAME}")
-        return bool(server.get("ready"))
-
-    def user_token(self, name: str, note: str = "deltalab classroom") -> str:
-        """A new API token of ``name``'s (what a student's scripts would use)."""
-        return str(self.api("POST", f"users/{name}/tokens", note=note, expires_in=24 * 3600)["token"])
-
     def stop(self, timeout: float = 60) -> None:
         """Stop the hub as Ctrl-C would (it stops the users' servers and its proxy and records that
         in its database), then end whatever of it is left after ``timeout`` seconds."""

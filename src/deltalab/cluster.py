@@ -66,24 +66,6 @@ class Cluster:
     def __repr__(self) -> str:
         return f"Cluster({self.url})"
 
-    def status(self) -> dict[str, Any]:
-        """The master's JSON status: ``workers``, ``activeapps``, ``completedapps`` and more."""
-        return _status(self.status_url)
-
-    def applications(self) -> dict[str, dict[str, Any]]:
-        """Every application the master has seen, running or finished, by name."""
-        state = self.status()
-        return {app["name"]: app for app in state["completedapps"] + state["activeapps"]}
-
-    def finished_tasks(self) -> dict[str, int]:
-        """Per application folder of the worker's work directory, the tasks its executors finished
-        (read from their logs): proof that the work ran on the worker, not in the driver."""
-        counts = {}
-        for app_dir in sorted(self.work_dir.glob("app-*")):
-            logs = app_dir.glob("*/stderr")
-            counts[app_dir.name] = sum(log.read_text(errors="replace").count("Finished task") for log in logs)
-        return counts
-
     def stop(self) -> None:
         """Stop the worker (with its executors), then the master."""
         end_process(self.worker)

@@ -41,7 +41,6 @@ from deltalab.errors import DeltaLabError
 
 __all__ = [
     "ProcessId",
-    "TreeMemory",
     "describe_process",
     "end_owned",
     "end_process",
@@ -52,7 +51,6 @@ __all__ = [
     "owned_processes",
     "process_tree",
     "start_owned",
-    "tree_memory",
     "wait_until",
 ]
 
@@ -135,39 +133,6 @@ def is_running(process: ProcessId) -> bool:
         return _signal_reaches(process.pid)
     now = _read_stat(process.pid)
     return now is not None and now.started == process.started and not now.zombie
-
-
-@dataclass(frozen=True)
-class TreeMemory:
-    """The memory of a process tree now, in bytes: ``resident`` adds each process's resident set
-    (pages shared between them, such as a class archive every JVM maps, counted once per process);
-    ``proportional`` splits each shared page between the processes that map it (Linux's PSS), so
-    that the figures of several trees add up to what they take together."""
-
-    processes: int
-    resident: int
-    proportional: int
-
-
-def tree_memory(pid: int) -> TreeMemory:
-    """The memory of ``pid`` and all its descendants (:func:`process_tree`), from
-    ``/proc/<pid>/smaps_rollup``; processes that end while being read count zero."""
-    resident = proportional = 0
-    tree = process_tree(pid)
-    for process in tree:
-        try:
-            rollup = (_PROC / str(process.pid) / "smaps_rollup").read_text()
-        except OSError:
-            continue
-        for line in rollup.splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("Rss", "Pss"):
-                kib = int(rest.split()[0]) * 1024
-                if key == "Rss":
-                    resident += kib
-                else:
-                    proportional += kib
-    return TreeMemory(len(tree), resident, proportional)
 
 
 def live_group_members(group: int) -> list[int]:

@@ -24,9 +24,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from classroom_testing import peak_memory, run_notebook
+from classroom_testing import peak_memory, run_notebook, start_server, user_token
 from deltalab.classroom import CLASSROOM_DRIVER_MEMORY, start_classroom
-from deltalab.processes import TreeMemory, tree_memory
+from process_testing import TreeMemory, tree_memory
 
 
 def measure(notebook: str) -> tuple[TreeMemory, TreeMemory, float]:
@@ -34,7 +34,7 @@ def measure(notebook: str) -> tuple[TreeMemory, TreeMemory, float]:
     with tempfile.TemporaryDirectory(prefix="deltalab-classroom-memory-") as root:
         room = start_classroom(["ada"], root=Path(root), password=secrets.token_urlsafe(9))
         try:
-            server = (room.start_server("ada"), room.user_token("ada"))
+            server = (start_server(room, "ada"), user_token(room, "ada"))
             pid = room.api("GET", "users/ada")["servers"][""]["state"]["pid"]
             started = time.monotonic()
             with ThreadPoolExecutor(1) as pool:

@@ -13,7 +13,31 @@ from typing import Any
 import requests
 import websocket
 
+from deltalab.classroom import LOG_NAME, START_TIMEOUT, Classroom
+from deltalab.errors import DeltaLabError
+from deltalab.processes import wait_until
+
 CELL_TIMEOUT = 600   # seconds a cell may run (three students' Spark drivers share two cores)
+
+
+def start_server(room: Classroom, name: str, timeout: float = START_TIMEOUT) -> str:
+    """Start ``name``'s JupyterLab through the hub's API (if it is not running), as the student's first
+    visit would, and wait until the hub says it is ready; its URL."""
+    def ready() -> bool:
+        server = room.api("GET", f"users/{name}").get("servers", {}).get("")
+        if server is None:   # the hub dropped it: the start failed
+            raise DeltaLabError(f"{name}'s JupyterLab did not start", f"see why in the hub's log, {room.root / LOG_NAME}")
+        return bool(server.get("ready"))
+
+    if not room.api("GET", f"users/{name}").get("servers", {}).get("", {}).get("ready"):
+        room.api("POST", f"users/{name}/server")
+    wait_until(ready, timeout, f"{name}'s JupyterLab to start", interval=0.5)
+    return f"{room.url}/user/{name}/"
+
+
+def user_token(room: Classroom, name: str, note: str = "deltalab classroom tests") -> str:
+    """A new API token of ``name``'s (what a student's scripts would use), made with the hub's service token."""
+    return str(room.api("POST", f"users/{name}/tokens", note=note, expires_in=24 * 3600)["token"])
 
 
 def log_in(hub_url: str, name: str, password: str) -> requests.Response:
@@ -122,7 +146,7 @@ def run_cells(server_url: str, token: str, sources: list[str], what: str, direct
 def peak_memory(pids: dict[str, int], runs: list[Future]) -> dict[str, Any]:
     """The peak (by proportional memory) of each named process tree, sampled every half second
     until every one of ``runs`` is done: ``{name: TreeMemory}``."""
-    from deltalab.processes import TreeMemory, tree_memory
+    from process_testing import TreeMemory, tree_memory
 
     peaks = {name: TreeMemory(0, 0, 0) for name in pids}
     while not all(run.done() for run in runs):
