@@ -66,7 +66,7 @@ def repo() -> Path:
 @pytest.fixture()
 def seeded(monkeypatch):
     """Fix the seed of the lab checks' generated tables for one test: ``seeded(n)`` (``DELTALAB_CHECK_SEED``)."""
-    from deltalab.labs.harness import SEED_ENV
+    from deltalab.labs.tables import SEED_ENV
 
     def fix(seed: int) -> int:
         monkeypatch.setenv(SEED_ENV, str(seed))

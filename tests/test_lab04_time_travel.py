@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deltalab.labs import lab04_time_travel as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab04_time_travel import check_vacuum_deletes, check_version_as_of
 from deltalab.log import deletion_vector_file, replay_log
 from lab_testing import solution_and_student_version

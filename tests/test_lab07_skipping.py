@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 import pytest
 
 from deltalab.labs import lab07_skipping as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab07_skipping import check_files_to_read, check_stats_columns, files_spark_reads
 from deltalab.log import replay_log
 from deltalab.skipping import scan_metrics

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from deltalab import checkpoint_versions, latest_version, replay_log, temporary_conf
 from deltalab.jvm import delta_app_versions, delta_log
 from deltalab.labs import lab09_streaming as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.workdir import workdir
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure

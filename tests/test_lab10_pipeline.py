@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from deltalab import latest_version, replay_log
 from deltalab import streaming as st
 from deltalab.labs import lab10_pipeline as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.workdir import workdir
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab11_object_stores import check_commit, check_current_version
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure

@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from deltalab.jvm import protocol_features
 from deltalab.labs import lab12_engines as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab12_engines import (DELTA_RS_READS, DELTA_RS_WRITES, check_delta_rs_can, check_features_needed,
                                          check_read_with_delta_rs)
 from deltalab.workdir import workdir

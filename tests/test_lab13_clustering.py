@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deltalab.labs import lab13_clustering as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab13_clustering import check_clustering_columns, check_optimize_rewrites
 from deltalab.log import replay_log
 from lab_testing import solution_and_student_version

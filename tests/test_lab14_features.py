@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pytest
 
 from deltalab.labs import lab14_features as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab14_features import (FEATURE_OF_PROPERTY, LEGACY_WRITER_FEATURES, check_protocol_after,
                                           check_row_ids)
 from deltalab.log import deleted_rows, replay_log

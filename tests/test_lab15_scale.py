@@ -15,7 +15,7 @@ import pytest
 
 from deltalab.jvm import delta_log_files_read
 from deltalab.labs import lab15_scale as lab
-from deltalab.labs.harness import SEED_ENV
+from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab15_scale import check_checkpoint_files, check_log_files
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure

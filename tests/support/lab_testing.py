@@ -131,7 +131,7 @@ def assert_plain_failure(error: BaseException | None, where: str = "") -> str:
     message alone (``_render_traceback_``). ``where`` (e.g. ``lab02_log/check_active_files``)
     prefixes what an assertion reports.
     """
-    from deltalab.labs.harness import CheckFailed
+    from deltalab.labs.report import CheckFailed
 
     label = f"{where}: " if where else ""
     assert isinstance(error, CheckFailed), f"{label}raised {error!r}, not a CheckFailed"
@@ -153,7 +153,7 @@ def check_failure(check, answer) -> str:
     """The message of the ``CheckFailed`` that ``check(answer)`` raises, checked by :func:`assert_plain_failure`."""
     import pytest
 
-    from deltalab.labs.harness import CheckFailed
+    from deltalab.labs.report import CheckFailed
 
     with pytest.raises(CheckFailed) as caught:
         check(answer)

@@ -4,7 +4,7 @@ Each check runs the learner's function on three kinds of file, and compares ever
 Spark computes by reading the rows (``count``, ``min`` and ``max`` over each file, one query):
 
 * the data files of the lab's example table (built once per process, several row groups each);
-* the data files of a table generated afresh for each run (:func:`deltalab.labs.harness.check_seed`):
+* the data files of a table generated afresh for each run (:func:`deltalab.labs.tables.check_seed`):
   one to three files, partitioned by values a path must escape or not, about 4 to 12 row groups
   each, the columns in a random order; a string column whose values are longer than the 32 characters
   Delta keeps in its log's statistics and share a longer prefix, so the log's ``minValues`` are not
@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from deltalab.files import spark_files
-from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, build_once, call_student, check_seed, fresh_dir,
-                                   lab_spark, passed, short_repr, spark_jobs_started)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
+from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
 from deltalab.locations import file_name
 from deltalab.session import temporary_conf
 

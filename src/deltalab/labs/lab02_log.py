@@ -2,14 +2,14 @@
 
 ``check_table_version`` runs the learner's function on the example table (eight commits,
 checkpoints at 3 and 6, commits 0 to 2 cleaned up; built once per process), then on a table
-generated afresh for each run (:func:`deltalab.labs.harness.check_seed`): a random number of
+generated afresh for each run (:func:`deltalab.labs.tables.check_seed`): a random number of
 commits, a checkpoint interval of 2 to 4, the commits before its newest checkpoint cleaned up;
 each answer compared with ``DESCRIBE HISTORY``. Then the check writes one more commit, as a newer
 Delta would: its ``protocol`` names a reader feature this Spark does not know, so Spark refuses to
 open the table while the names in ``_delta_log/`` still tell its version (Delta's latest plus one).
 
 ``check_active_files`` runs the learner's function at every version of the example table, then of
-a table :func:`deltalab.labs.harness.random_history` writes for the run, partitioned by values the
+a table :func:`deltalab.labs.tables.random_history` writes for the run, partitioned by values the
 log must URL-encode and with deletion vectors on, ending with a DELETE that gives files deletion
 vectors (Delta 4.4 commits ``add(A, dv)`` before ``remove(A)``: a replay keyed by path alone loses
 A), a checkpoint, and an OPTIMIZE that removes those files by (path, deletion vector) after the
@@ -35,8 +35,9 @@ from urllib.parse import unquote
 
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache
-from deltalab.labs.harness import (CheckFailed, append_events, build_once, call_student, calls_watched, check_seed,
-                                   clean_up_commits, course_log_readers, fresh_dir, lab_spark, passed, random_history, short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark
+from deltalab.labs.tables import append_events, build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.log import checkpoint_versions, replay_log
 
 __all__ = ["CheckFailed", "check_active_files", "check_table_version"]

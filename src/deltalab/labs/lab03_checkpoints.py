@@ -3,7 +3,7 @@
 Each check runs the student's function on the lab's example table (built once per process:
 checkpoints at 3, 4 and 6 after the ``delta.checkpointInterval`` changes from 3 to 2, tombstones
 from an OPTIMIZE and a DELETE, and a copy whose commits 0 to 2 were cleaned up) and on a table
-generated afresh for the run from :func:`deltalab.labs.harness.check_seed` (:func:`_write_history`:
+generated afresh for the run from :func:`deltalab.labs.tables.check_seed` (:func:`_write_history`:
 intervals that change, checkpoints written by hand at any version, checkpoints in parts through
 ``spark.databricks.delta.checkpoint.partSize``, partition values that the log URL-encodes,
 deletion vectors).
@@ -22,7 +22,7 @@ deletion vectors).
 
 Both refuse an answer that calls the course's own log readers (:mod:`deltalab.log`,
 :mod:`deltalab.jvm`, :mod:`deltalab.files`), or that writes in the table folder. Messages follow
-:mod:`deltalab.labs.harness` and never show the expected answer, only what the student returned
+:mod:`deltalab.labs.report` and never show the expected answer, only what the student returned
 and which kind of table or copy it was wrong on.
 """
 
@@ -42,9 +42,10 @@ from urllib.parse import unquote
 
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache, delta_log, delta_log_segment
-from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, append_events, build_once, call_student, calls_watched,
-                                   check_seed, clean_up_commits, create_history_table, fresh_dir, lab_spark, passed,
-                                   short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.tables import (append_events, build_once, check_seed, clean_up_commits, create_history_table,
+                                  fresh_dir, AWKWARD_VALUES)
 from deltalab.log import checkpoint_versions, latest_version, replay_log
 from deltalab.session import temporary_conf
 

@@ -47,8 +47,9 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 from deltalab.jvm import clear_delta_cache, version_at_time
-from deltalab.labs.harness import (CheckFailed, build_once, call_student, calls_watched, check_seed, clean_up_commits,
-                                   course_log_readers, fresh_dir, lab_spark, passed, random_history, short_repr, spark_jobs_started)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark, spark_jobs_started
+from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.locations import hadoop_path
 from deltalab.log import checkpoint_versions, commit_info, commit_versions, deletion_vector_file, replay_log
 from deltalab.session import temporary_conf

@@ -1,6 +1,6 @@
 """Lab 05 (optimistic concurrency): conflicts predicted, retried, and cleaned up after.
 
-Same contract as every lab (:mod:`deltalab.labs.harness`): each ``check_*`` function calls the
+Same contract as every lab (:mod:`deltalab.labs.report`, :mod:`deltalab.labs.student`): each ``check_*`` function calls the
 student's function, compares the answer with what Delta really does on small tables it builds
 itself, prints one ``✓`` line or raises ``CheckFailed`` with what is wrong and where to look,
 never with the expected answer.
@@ -43,8 +43,9 @@ from deltalab.concurrency import (CONFLICT_CLASSES, TransactionHold, conflict_ma
                                   retry_on_conflict, run_pair, standard_operations)
 from deltalab.errors import DeltaLabError
 from deltalab.files import complete_parquet_files, data_files, directory_files, read_table, spark_files
-from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, Watched, build_once, call_student, check_seed,
-                                   fresh_dir, lab_spark, passed)
+from deltalab.labs.report import passed, CheckFailed
+from deltalab.labs.student import call_student, lab_spark, Watched
+from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
 from deltalab.locations import local_path
 from deltalab.log import latest_version
 from deltalab.processes import wait_until
@@ -688,7 +689,7 @@ _AGED_DAYS = 40
 def orphan_history(spark: Any, path: str | os.PathLike[str], rng: random.Random) -> OrphanTable:
     """Write at ``path`` a table whose history ``rng`` chooses, with orphans in the middle of it.
 
-    Partitioned by ``city`` (values of :data:`deltalab.labs.harness.AWKWARD_VALUES`: the log stores
+    Partitioned by ``city`` (values of :data:`deltalab.labs.tables.AWKWARD_VALUES`: the log stores
     ``city=new york`` as ``city=new%20york`` and ``city=10%3A30`` as ``city=10%253A30``); deletion
     vectors or not; ``delta.checkpointInterval`` 2, 3 or none. Its history: appends, a DELETE of
     some rows (a rewrite, or a deletion vector), a DELETE of a whole partition (its files leave the

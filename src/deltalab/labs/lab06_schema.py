@@ -2,7 +2,7 @@
 
 Each check runs the student's function twice: on the lab's example table (``customers``: ``id INT,
 name STRING, age INT``, 3 rows), then on a table generated afresh for the run from
-:func:`deltalab.labs.harness.check_seed` (:func:`_random_table`: 3 to 6 columns of several types
+:func:`deltalab.labs.tables.check_seed` (:func:`_random_table`: 3 to 6 columns of several types
 with names drawn from a pool, 4 to 25 rows with NULLs, partitioned or not by a column whose values
 need escaping in folder names, table properties). The column to change, the new column(s) and the
 new name are drawn too, so an answer that hard-codes the example's names fails.
@@ -18,7 +18,7 @@ table properties. It also checks the approach, from the log and from Spark's rec
 * ``rename_column``: not one data file written or rewritten, and commits without add or remove.
 
 No check lets the table's history go (the commit files before the call must stay as they were),
-and :func:`deltalab.labs.harness.call_student` refuses a session setting left changed.
+and :func:`deltalab.labs.student.call_student` refuses a session setting left changed.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.files import spark_files
-from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, call_student, check_seed, folder_state, fresh_dir,
-                                   lab_spark, passed, short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, folder_state, lab_spark
+from deltalab.labs.tables import check_seed, fresh_dir, AWKWARD_VALUES
 from deltalab.log import read_log, replay_log
 
 __all__ = ["CheckFailed", "check_add_column", "check_change_type", "check_rename_column"]

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from deltalab.labs.harness import (AWKWARD_VALUES, CheckFailed, build_once, call_student, calls_watched, check_seed,
-                                   fresh_dir, lab_spark, passed, spark_jobs_started)
+from deltalab.labs.report import passed, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, lab_spark, spark_jobs_started
+from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
 from deltalab.locations import hadoop_path
 from deltalab.log import replay_log
 

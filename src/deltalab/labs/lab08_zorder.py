@@ -4,7 +4,7 @@
   :func:`deltalab.curves.z_value` (Delta's order of bits) on the documented examples and on cases
   drawn for the run (:func:`interleave_cases`: one to five values, 1 to 16 bits, zeros, the largest
   value ``bits`` allows, values much smaller than ``bits`` needs). The student's function must not
-  change the list it gets (:func:`deltalab.labs.harness.call_student`) nor call the course's own
+  change the list it gets (:func:`deltalab.labs.student.call_student`) nor call the course's own
   interleaving.
 * :func:`check_zorder_columns` asks ``zorder_columns(query_mix)`` for the lab's example mix and for
   a mix drawn for the run (:func:`random_query_mix`), runs a real ``OPTIMIZE ... ZORDER BY`` with the
@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.curves import hilbert_index, z_value
-from deltalab.labs.harness import (CheckFailed, Watched, build_once, call_student, check_seed, lab_spark, passed,
-                                   short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, lab_spark, Watched
+from deltalab.labs.tables import build_once, check_seed
 from deltalab.session import temporary_conf
 
 __all__ = [

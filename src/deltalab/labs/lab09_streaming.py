@@ -2,7 +2,7 @@
 
 Exercise 1's check reads two tables. The lab's example, built once per process: two real streaming
 queries, a checkpoint in the middle, the commits before it cleaned up. And a table generated afresh
-for each run (:func:`_write_txn_history`, seeded by :func:`~deltalab.labs.harness.check_seed`): three
+for each run (:func:`_write_txn_history`, seeded by :func:`~deltalab.labs.tables.check_seed`): three
 to four writers (streaming query ids and chosen names) whose batches interleave, batch ids that
 start anywhere and skip, commits with no ``txn`` or with two, a checkpoint every 2-4 commits or none
 at all, early commits cleaned up or not; when it has a checkpoint, one writer's last batch is only in
@@ -14,7 +14,7 @@ commit has none) stand in for the commits.
 
 Exercise 2's check streams generated batches of classifications through the student's upsert with
 ``foreachBatch`` (a line sent twice, two classifications of one URL in a batch in either order, late
-ones older than what the table holds), each call through :func:`~deltalab.labs.harness.call_student`
+ones older than what the table holds), each call through :func:`~deltalab.labs.student.call_student`
 (no ``txn`` setting may be left behind), replays the last batch as after a crash, then calls it with
 a batch id of the same appId the table already holds (nothing may be written) and with a new appId
 (its batch 0 must be written).
@@ -32,8 +32,9 @@ from typing import Any, Callable
 
 from deltalab.errors import first_line, spark_failure
 from deltalab.jvm import JvmTransaction, clear_delta_cache, delta_app_versions
-from deltalab.labs.harness import (CheckFailed, build_once, call_student, calls_watched, check_seed, clean_up_commits,
-                                   fresh_dir, lab_spark, passed, short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir
 from deltalab.log import checkpoint_versions, commit_info, latest_version, replay_log
 from deltalab.publish import write_atomically
 from deltalab.streaming import drop_landing_file, query_id, run_available

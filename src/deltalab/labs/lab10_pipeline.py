@@ -5,7 +5,7 @@ Silver keeps one row per customer: its latest change, a delete included. A delet
 than the delete that arrives late would find nothing to lose against and bring the customer back.
 
 Both checks draw their batches of change records afresh for each run (:func:`_change_batches`,
-seeded by :func:`~deltalab.labs.harness.check_seed`): a line sent twice, two changes of one customer
+seeded by :func:`~deltalab.labs.tables.check_seed`): a line sent twice, two changes of one customer
 in a batch in either order, a delete of a customer nobody knows, a late update after a delete, a late
 delete after a newer update, a line sent again, a customer deleted and back.
 
@@ -34,7 +34,9 @@ from typing import Any, Callable
 from urllib.parse import unquote
 
 from deltalab.errors import spark_failure
-from deltalab.labs.harness import CheckFailed, call_student, check_seed, fresh_dir, lab_spark, passed
+from deltalab.labs.report import passed, CheckFailed
+from deltalab.labs.student import call_student, lab_spark
+from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import commit_info, latest_version, read_log, replay_log
 
 __all__ = ["CHANGES", "CUSTOMERS", "EXAMPLE_BATCH", "GOLD", "CheckFailed", "check_update_gold", "check_upsert_changes"]

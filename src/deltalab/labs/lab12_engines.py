@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.jvm import protocol_features
-from deltalab.labs.harness import (CheckFailed, call_student, check_seed, fresh_dir, lab_spark, passed, short_repr,
-                                   spark_jobs_started)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
+from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import latest_version, replay_log
 
 __all__ = ["DELTA_RS_READS", "DELTA_RS_WRITES", "CheckFailed", "check_delta_rs_can", "check_features_needed",

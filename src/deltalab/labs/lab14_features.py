@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from deltalab.labs.harness import (CheckFailed, Watched, build_once, call_student, check_seed, clean_up_commits,
-                                   lab_spark, passed, short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, lab_spark, Watched
+from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.log import deleted_rows, replay_log
 
 __all__ = ["CheckFailed", "FEATURE_OF_PROPERTY", "LEGACY_WRITER_FEATURES", "check_protocol_after", "check_row_ids",

@@ -5,7 +5,7 @@ files.
 :func:`check_checkpoint_files` and :func:`check_log_files` run the student's ``checkpoint_files(table_path,
 version)`` (the checkpoint files and sidecars a reader uses) and ``log_files(table_path, version)`` (those and the
 commits and compacted files after them) at every version of two tables
-generated afresh for the run from :func:`deltalab.labs.harness.check_seed` (:func:`scale_tables`): one with
+generated afresh for the run from :func:`deltalab.labs.tables.check_seed` (:func:`scale_tables`): one with
 ``delta.checkpointPolicy = 'v2'`` (sidecars; two checkpoints of the newest checkpoint version, one with a JSON
 and one with a Parquet top-level file; a sidecar no top-level file names, as a failed checkpoint attempt leaves)
 and one with classic checkpoints (a single file and one in parts of the same version, one in three parts or
@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from deltalab.jvm import clear_delta_cache, delta_log, delta_log_files_read
-from deltalab.labs.harness import (CheckFailed, build_once, call_student, calls_watched, check_seed,
-                                   clean_up_commits, lab_spark, passed, short_repr)
+from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.session import temporary_conf
 
 __all__ = [

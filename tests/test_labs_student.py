@@ -1,27 +1,25 @@
-"""What every lab check shares (deltalab.labs.harness): an unfinished stub is told it is not written
-yet, an error raised in the JVM becomes one line, side effects of the student's code are refused,
-and the tables generated for each check run are what their log and Spark say.
+"""Calling the learner's function under watch (deltalab.labs.student), with messages in the lab format
+(deltalab.labs.report): an unfinished stub is told it is not written yet, an error raised in the JVM
+becomes one line, side effects of the learner's code are refused, a failure names the table and seed it
+happened on, and the course functions and Spark jobs an answer used are recorded.
 
-A lab's own check serves as the vehicle; the messages come from the harness, so every lab's
-checks say the same. The message format itself is asserted by
-``lab_testing.assert_plain_failure`` (tests/support/lab_testing.py), for every check in the suite.
+A lab's own check serves as the vehicle; the messages come from these modules, so every lab's checks
+say the same. The message format itself is asserted by ``lab_testing.assert_plain_failure``
+(tests/support/lab_testing.py), for every check in the suite.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import sys
-from urllib.parse import unquote
 
 import pytest
 
-from deltalab import checkpoint_versions, latest_version, replay_log, spark_files, temporary_conf
-from deltalab.errors import DeltaLabError
-from deltalab.labs.harness import (SEED_ENV, CheckFailed, Watched, call_student, calls_watched, check_seed,
-                                   random_history, spark_jobs_started)
+from deltalab import temporary_conf
 from deltalab.labs.lab02_log import check_active_files
 from deltalab.labs.lab08_zorder import check_interleave_bits
+from deltalab.labs.report import CheckFailed
+from deltalab.labs.student import Watched, call_student, calls_watched, spark_jobs_started
 from lab_testing import assert_plain_failure
 
 
@@ -92,28 +90,6 @@ def test_a_change_in_a_read_only_folder_is_refused(tmp_path):
 
 
 # ----------------------------------------------------------------------------- generated tables
-
-
-def test_the_seed_is_new_each_run_unless_fixed(monkeypatch):
-    monkeypatch.delenv(SEED_ENV, raising=False)
-    assert len({check_seed() for _ in range(5)}) > 1
-    monkeypatch.setenv(SEED_ENV, "7")
-    assert check_seed() == 7
-    monkeypatch.setenv(SEED_ENV, "seven")
-    with pytest.raises(DeltaLabError, match="is not a whole number"):
-        check_seed()
-    assert "(tables of seed 7)" in str(CheckFailed("c", "wrong.", "here", seed=7)).splitlines()[0]
-
-
-def test_a_random_history_is_what_its_log_and_spark_say(spark, tmp_path):
-    history = random_history(spark, tmp_path / "t", random.Random(4), commits=5, partitioned=True,
-                             deletion_vectors=True, checkpoint_interval=2)
-    assert history.latest == latest_version(history.path) >= 5 and history.checkpoints == checkpoint_versions(history.path)
-    assert history.checkpoints and history.partitioned and history.deletion_vectors
-    assert len(history.operations) == history.latest + 1 and history.operations[0] == "CREATE TABLE"
-    replayed = {unquote(path) for path in replay_log(history.path).paths()}
-    assert replayed == set(spark_files(spark, history.path, relative=True)), "the log and Spark agree"
-    assert any(" " in path or ":" in path for path in replayed), "partition values that need URL-encoding"
 
 
 # -- how an answer was computed ----------------------------------------------------------------
