@@ -38,7 +38,7 @@ import delta.exceptions as dx  # importing it installs Delta's JVM-to-Python exc
 
 from deltalab.errors import DeltaLabError
 from deltalab.holds import Hold, hold_gate
-from deltalab.jvm import log_store_class_for
+from deltalab.jvm import write_through_log_store
 from deltalab.log import commit_info, latest_version
 
 #: Every commit-conflict class of ``delta.exceptions``. They do NOT inherit from one another
@@ -387,27 +387,6 @@ class CommitAttempt:
     thrown_at: str | None = None
 
 
-class _HeldLines:
-    """A ``java.util.Iterator`` over a commit's lines, implemented in Python (a py4j callback):
-    its first ``hasNext()`` stops at a hold, so the log store is held in the middle of its write."""
-
-    def __init__(self, lines: Sequence[str], hold: str | None) -> None:
-        self.lines = list(lines)
-        self.gate = hold_gate(hold) if hold else None
-
-    def hasNext(self) -> bool:  # noqa: N802 - Java's name
-        if self.gate is not None:
-            gate, self.gate = self.gate, None
-            gate()
-        return bool(self.lines)
-
-    def next(self) -> str:
-        return self.lines.pop(0)
-
-    class Java:
-        implements = ["java.util.Iterator"]
-
-
 def write_commit_file(spark: Any, table_path: str, version: int, lines: Sequence[str],
                       hold: str | None = None) -> dict[str, Any]:
     """Create ``_delta_log/<version>.json`` holding ``lines`` through Delta's own log store, as the
@@ -421,24 +400,7 @@ def write_commit_file(spark: Any, table_path: str, version: int, lines: Sequence
     its first look at the lines: past the pre-check, with its temporary file on disk.
     Runs in any driver (``Driver.submit("deltalab.concurrency.write_commit_file", ...)``).
     """
-    from py4j.protocol import Py4JJavaError
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    jvm = spark._jvm
-    ensure_callback_server_started(spark.sparkContext._gateway)  # the JVM calls _HeldLines back
-    hadoop_conf = spark._jsc.hadoopConfiguration()
-    commit = jvm.org.apache.hadoop.fs.Path(f"{Path(table_path).resolve().as_uri()}/_delta_log/{version:020d}.json")
-    store_class: Any = jvm
-    for part in log_store_class_for(spark, str(commit.toUri().getScheme())).split("."):
-        store_class = getattr(store_class, part)  # py4j's view sees Spark's added jars
-    attempt = {"won": True, "error": None, "thrown_at": None}
-    try:
-        store_class(hadoop_conf).write(commit, _HeldLines(lines, hold), False, hadoop_conf)
-    except Py4JJavaError as error:
-        refusal = error.java_exception
-        attempt = {"won": False, "error": str(refusal.getClass().getName()),
-                   "thrown_at": str(refusal.getStackTrace()[0].toString())}
-    return attempt
+    return write_through_log_store(spark, table_path, version, lines, hold_gate(hold) if hold else None)
 
 
 @dataclass

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from deltalab.errors import DeltaLabError
+from deltalab.gateway import start_callback_server
 from deltalab.holds import POLL_SECONDS, STOP_MARKER, WAIT_LIMIT_SECONDS, Hold
 from deltalab.processes import end_process, start_owned, wait_until
 from deltalab.publish import write_atomically
@@ -374,9 +375,7 @@ def serve(signal_dir: Path) -> int:
     except Exception as error:  # noqa: BLE001 - reported to the kernel
         write_atomically(signal_dir / _FAILED, json.dumps({"error": str(error)}))
         return 1
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(spark.sparkContext._gateway)  # Java may call back into Python
+    start_callback_server(spark)  # Java may call back into Python
     write_atomically(signal_dir / _READY, json.dumps({"pid": os.getpid(), "seconds": time.monotonic() - started}))
     number = 1
     while signal_dir.is_dir() and not (signal_dir / _STOP).exists():

@@ -16,7 +16,10 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
 * :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default;
 * :func:`version_at_time` is the version time travel resolves a time to (``DeltaHistoryManager``);
 * :func:`protocol_features` is the table features a version's ``protocol`` makes a client implement
-  to read it and to write it (``Protocol.implicitlyAndExplicitlySupportedFeatures``).
+  to read it and to write it (``Protocol.implicitlyAndExplicitlySupportedFeatures``);
+* :func:`write_checkpoint` checkpoints the latest version now, :func:`write_uncommitted_files` writes
+  data files a transaction never commits, :func:`write_through_log_store` writes a commit file through
+  Delta's ``LogStore`` (optionally stopping in the middle of its write).
 
 None of these is public API of Delta: they are what its own commands call, read from Delta
 4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from deltalab.errors import DeltaLabError
 from deltalab.locations import file_name, local_path
@@ -48,6 +51,9 @@ __all__ = [
     "log_store_class_for",
     "protocol_features",
     "version_at_time",
+    "write_checkpoint",
+    "write_through_log_store",
+    "write_uncommitted_files",
 ]
 
 
@@ -281,3 +287,76 @@ class JvmTransaction:
             if type(converted).__module__.startswith("delta."):  # a conflict: ConcurrentAppendException, ...
                 raise converted from None
             raise
+
+    def commit_txn_labels(self, labels: dict[str, int]) -> int:
+        """Commit one ``txn`` action per ``(appId, version)`` of ``labels`` and nothing else (what an
+        idempotent writer's commit carries besides its data); return the version written."""
+        actions = _delta(self.spark).actions
+        none = getattr(getattr(self.spark._jvm.scala, "None$"), "MODULE$")
+        return self.commit([actions.SetTransaction(app, version, none) for app, version in labels.items()])
+
+
+def write_checkpoint(spark: Any, table_path: str | os.PathLike[str]) -> None:
+    """Write a checkpoint of the table's latest version now (``DeltaLog.checkpoint()``), whatever its
+    ``delta.checkpointInterval``."""
+    delta_log(spark, table_path).checkpoint()
+
+
+def write_uncommitted_files(spark: Any, table_path: str | os.PathLike[str], df: Any) -> list[str]:
+    """Write ``df``'s rows as data files of the table through Delta's own transaction, and commit
+    nothing: the files a writer leaves when it dies between writing and committing. Their paths, as
+    the add actions it would have committed name them (relative, URL-encoded)."""
+    transaction = delta_log(spark, table_path).startTransaction()
+    actions = transaction.writeFiles(df._jdf)
+    return [str(actions.apply(index).path()) for index in range(actions.size())]
+
+
+class _LinesForJava:
+    """A ``java.util.Iterator`` over a commit's lines, implemented in Python (a py4j callback); its
+    first ``hasNext()`` runs ``before_first_line`` (a hold), so the log store stops in the middle of
+    its write, with its temporary file on disk."""
+
+    def __init__(self, lines: Sequence[str], before_first_line: Callable[[], Any] | None) -> None:
+        self.lines = list(lines)
+        self.before = before_first_line
+
+    def hasNext(self) -> bool:  # noqa: N802 - Java's name
+        if self.before is not None:
+            before, self.before = self.before, None
+            before()
+        return bool(self.lines)
+
+    def next(self) -> str:
+        return self.lines.pop(0)
+
+    class Java:
+        implements = ["java.util.Iterator"]
+
+
+def write_through_log_store(spark: Any, table_path: str | os.PathLike[str], version: int, lines: Sequence[str],
+                            before_first_line: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Create ``_delta_log/<version>.json`` holding ``lines`` through the ``LogStore`` Delta picks for
+    the table's scheme (:func:`log_store_class_for`), without overwrite, as the last step of every commit
+    does; ``before_first_line`` runs when the store first asks for a line. Returns ``won`` (True when the
+    file was written), and for a refusal the Java exception's class (``error``) and the stack frame that
+    threw it (``thrown_at``)."""
+    from pathlib import Path
+
+    from py4j.protocol import Py4JJavaError
+
+    from deltalab.gateway import start_callback_server
+
+    jvm = spark._jvm
+    start_callback_server(spark)  # the JVM calls _LinesForJava back
+    hadoop_conf = spark._jsc.hadoopConfiguration()
+    commit = jvm.org.apache.hadoop.fs.Path(f"{Path(table_path).resolve().as_uri()}/_delta_log/{version:020d}.json")
+    store_class: Any = jvm
+    for part in log_store_class_for(spark, str(commit.toUri().getScheme())).split("."):
+        store_class = getattr(store_class, part)  # py4j's view sees Spark's added jars
+    try:
+        store_class(hadoop_conf).write(commit, _LinesForJava(lines, before_first_line), False, hadoop_conf)
+    except Py4JJavaError as error:
+        refusal = error.java_exception
+        return {"won": False, "error": str(refusal.getClass().getName()),
+                "thrown_at": str(refusal.getStackTrace()[0].toString())}
+    return {"won": True, "error": None, "thrown_at": None}

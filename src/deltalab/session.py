@@ -22,6 +22,7 @@ from typing import Iterator
 
 from deltalab.class_archive import archive_option
 from deltalab.errors import DeltaLabError
+from deltalab.gateway import java_version, session_stopped
 from deltalab.jars import fetch_jars, session_jars
 from deltalab.java import find_java
 from deltalab.locations import work_root
@@ -266,7 +267,7 @@ def get_spark(app_name: str = "deltalab", master: str | None = None, jar_sets: t
 
     _quiet_query_context_loggers()
     active = _session if _session is not None else SparkSession.getActiveSession()
-    if active is not None and not active.sparkContext._jsc.sc().isStopped():
+    if active is not None and not session_stopped(active):
         _session = active
         return _reuse(active, master, jar_sets, conf)
 
@@ -450,7 +451,7 @@ def versions_line(spark=None) -> str:
     """One line naming the Spark, Delta, Java and Python versions in use."""
     java = "unknown"
     if spark is not None:
-        java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+        java = java_version(spark)
     else:
         try:
             java = find_java().version

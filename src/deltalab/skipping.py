@@ -24,6 +24,7 @@ from deltalab.errors import DeltaLabError
 from deltalab.locations import hadoop_path, local_path
 from deltalab.log import delta_log_dir, replay_log
 from deltalab.session import active_spark
+from deltalab.spark_jvm import file_scans, is_classic
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
@@ -154,39 +155,6 @@ class ScanMetrics:
         return 1.0 - self.rows_read / self.rows_total if self.rows_total else 0.0
 
 
-def _children(node: Any) -> list[Any]:
-    name = node.getClass().getSimpleName()
-    if name == "AdaptiveSparkPlanExec":
-        return [node.executedPlan()]
-    if name.endswith("QueryStageExec"):
-        return [node.plan()]
-    children = node.children()
-    return [children.apply(i) for i in range(children.size())]
-
-
-def _scan_nodes(plan: Any) -> list[Any]:
-    found, stack = [], [plan]
-    while stack:
-        node = stack.pop()
-        if node.getClass().getSimpleName() == "FileSourceScanExec":
-            found.append(node)
-        stack.extend(_children(node))
-    return found
-
-
-def _metric(node: Any, key: str) -> int:
-    option = node.metrics().get(key)
-    return int(option.get().value()) if option.isDefined() else 0
-
-
-def _require_classic(df: Any) -> None:
-    if not hasattr(df, "_jdf"):
-        raise DeltaLabError(
-            "scan_metrics needs a classic (JVM-backed) Spark session; this DataFrame comes from Spark Connect.",
-            fix="Use the session from deltalab.get_spark(), not a spark.remote(...) one.",
-        )
-
-
 def _table_totals(spark: "SparkSession", table_path: str) -> tuple[int, int, int]:
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{table_path}`").select("numFiles", "sizeInBytes").first()
     rows = spark.read.format("delta").load(table_path).count()
@@ -194,38 +162,40 @@ def _table_totals(spark: "SparkSession", table_path: str) -> tuple[int, int, int
 
 
 def _measure(df: "DataFrame", totals: tuple[int, int, int] | None = None) -> ScanMetrics:
-    _require_classic(df)
+    if not is_classic(df):
+        raise DeltaLabError(
+            "scan_metrics needs a classic (JVM-backed) Spark session; this DataFrame comes from Spark Connect.",
+            fix="Use the session from deltalab.get_spark(), not a spark.remote(...) one.",
+        )
     # A new Dataset gets a new physical plan: the scan's driver-side metrics (files, bytes) are
     # computed once per plan, so re-running an already executed DataFrame would report zero files.
     fresh = df.select("*")
     input_files = fresh.inputFiles()
     rows_returned = len(fresh.collect())
-    scans = _scan_nodes(fresh._jdf.queryExecution().executedPlan())
+    scans = file_scans(fresh)
     if len(scans) != 1:
         raise DeltaLabError(
             f"scan_metrics measures a query that scans exactly one table; this one has {len(scans)} file scans.",
             fix="Measure one table at a time: pass spark.read.format('delta').load(path).filter(...).",
         )
     scan = scans[0]
-    location = scan.relation().location()
-    if "Tahoe" not in location.getClass().getName() and "Delta" not in location.getClass().getName():
+    if "Tahoe" not in scan.location_class and "Delta" not in scan.location_class:
         raise DeltaLabError(
-            f"The query scans {location.getClass().getSimpleName()}, not a Delta table.",
+            f"The query scans {scan.location_class.rsplit('.', 1)[-1]}, not a Delta table.",
             fix="Read the table with spark.read.format('delta').load(path) or by its Delta table name.",
         )
-    root = location.rootPaths().head().toString()
-    table_path = hadoop_path(root)
+    table_path = hadoop_path(scan.root)
     if totals is None:
         totals = _table_totals(fresh.sparkSession, table_path)
     prefix = Path(table_path)
     relative = tuple(sorted(str(Path(hadoop_path(f)).relative_to(prefix)) for f in input_files))
     return ScanMetrics(
         table_path=table_path,
-        files_read=_metric(scan, "numFiles"),
+        files_read=scan.files,
         files_total=totals[0],
-        bytes_read=_metric(scan, "filesSize"),
+        bytes_read=scan.bytes,
         bytes_total=totals[1],
-        rows_read=_metric(scan, "numOutputRows"),
+        rows_read=scan.rows,
         rows_total=totals[2],
         rows_returned=rows_returned,
         input_files=relative,

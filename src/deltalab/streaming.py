@@ -34,6 +34,7 @@ from deltalab.log import commit_versions, latest_version, read_log
 from deltalab.processes import wait_until
 from deltalab.publish import publishing
 from deltalab.session import temporary_conf
+from deltalab.spark_jvm import take_progress_lock
 
 __all__ = [
     "CrashReport",
@@ -204,7 +205,7 @@ def commit_then_hold(spark: Any, landing: str, schema: str, table: str, checkpoi
         if not query.isActive:
             raise RuntimeError(f"the query ended before its gate: {query.exception()}")
         time.sleep(0.02)
-    query._jsq.streamingQuery().awaitProgressLock().lock()
+    take_progress_lock(query)
     hold_here(locked)
     raise RuntimeError("released after the lock: this process should have been killed")
 

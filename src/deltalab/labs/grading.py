@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from deltalab.errors import DeltaLabError
-from deltalab.labs.tables import check_seed, SEED_ENV
+from deltalab.labs.tables import SEED_ENV, check_seed
 
 try:  # nbgrader is only installed with the `labs` extra
     from nbgrader.api import Gradebook, MissingEntry

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from deltalab.files import spark_files
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
-from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
+from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import file_name
 from deltalab.session import temporary_conf
 

@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark
 from deltalab.labs.tables import append_events, build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.log import checkpoint_versions, replay_log

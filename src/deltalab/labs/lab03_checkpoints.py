@@ -41,11 +41,11 @@ from typing import Any, Optional
 from urllib.parse import unquote
 
 from deltalab.files import spark_files
-from deltalab.jvm import clear_delta_cache, delta_log, delta_log_segment
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.jvm import clear_delta_cache, delta_log_segment, write_checkpoint
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, calls_watched, lab_spark
-from deltalab.labs.tables import (append_events, build_once, check_seed, clean_up_commits, create_history_table,
-                                  fresh_dir, AWKWARD_VALUES)
+from deltalab.labs.tables import (AWKWARD_VALUES, append_events, build_once, check_seed, clean_up_commits,
+                                  create_history_table, fresh_dir)
 from deltalab.log import checkpoint_versions, latest_version, replay_log
 from deltalab.session import temporary_conf
 
@@ -208,7 +208,7 @@ def _write_history(spark, path: str, rng: random.Random, *, data_changes: bool) 
             if latest_version(path) in checkpoint_versions(path):
                 run("property")  # one checkpoint per version: commit once more first
             with temporary_conf(spark, {PART_SIZE: str(part_size())}):
-                delta_log(spark, path).checkpoint()
+                write_checkpoint(spark, path)
             return
         split = rng.random() < 0.4  # a checkpoint after this commit is written in parts
         with temporary_conf(spark, {PART_SIZE: str(part_size())}) if split else nullcontext():

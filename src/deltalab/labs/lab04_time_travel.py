@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 from deltalab.jvm import clear_delta_cache, version_at_time
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark, spark_jobs_started
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.locations import hadoop_path

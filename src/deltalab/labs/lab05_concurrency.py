@@ -43,9 +43,9 @@ from deltalab.concurrency import (CONFLICT_CLASSES, TransactionHold, conflict_ma
                                   retry_on_conflict, run_pair, standard_operations)
 from deltalab.errors import DeltaLabError
 from deltalab.files import complete_parquet_files, data_files, directory_files, read_table, spark_files
-from deltalab.labs.report import passed, CheckFailed
-from deltalab.labs.student import call_student, lab_spark, Watched
-from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
+from deltalab.labs.report import CheckFailed, passed
+from deltalab.labs.student import Watched, call_student, lab_spark
+from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import local_path
 from deltalab.log import latest_version
 from deltalab.processes import wait_until
@@ -699,7 +699,7 @@ def orphan_history(spark: Any, path: str | os.PathLike[str], rng: random.Random)
     7-day file retention, as on a table in use for weeks: Spark refuses to time-travel to them, the
     log still lists them.
     """
-    from deltalab.jvm import clear_delta_cache, delta_log
+    from deltalab.jvm import clear_delta_cache, write_uncommitted_files
 
     location = str(path)
     deletion_vectors = rng.random() < 0.5
@@ -723,10 +723,8 @@ def orphan_history(spark: Any, path: str | os.PathLike[str], rng: random.Random)
     orphans: set[str] = set()
 
     def write_uncommitted() -> None:
-        transaction = delta_log(spark, location).startTransaction()
-        actions = transaction.writeFiles(rows()._jdf)      # files on disk, no commit names them
-        for index in range(actions.size()):
-            orphans.add(unquote(str(actions.apply(index).path())))
+        # files on disk, no commit names them
+        orphans.update(unquote(path) for path in write_uncommitted_files(spark, location, rows()))
 
     steps: list[Callable[[], Any]] = [
         lambda: rows().write.format("delta").mode("append").save(location),

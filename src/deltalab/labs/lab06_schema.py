@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.files import spark_files
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, folder_state, lab_spark
-from deltalab.labs.tables import check_seed, fresh_dir, AWKWARD_VALUES
+from deltalab.labs.tables import AWKWARD_VALUES, check_seed, fresh_dir
 from deltalab.log import read_log, replay_log
+from deltalab.spark_jvm import last_sql_execution_id, sql_executions_since
 
 __all__ = ["CheckFailed", "check_add_column", "check_change_type", "check_rename_column"]
 
@@ -154,30 +155,11 @@ def _random_table(spark, folder: Path, rng: random.Random, seed: int, *, need: t
 # What a call did, from Spark's record of its SQL executions and from the log
 # --------------------------------------------------------------------------------------------
 
-def _last_execution_id(spark) -> int:
-    """The id of the newest SQL execution Spark's status store holds (-1 if none)."""
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    store = spark._jsparkSession.sharedState().statusStore()
-    count = store.executionsCount()
-    newest = store.executionsList(max(0, count - 1), 1)
-    return int(newest.apply(0).executionId()) if newest.size() else -1
-
-
 def _executions_with(spark, after: int, key: str) -> list[str]:
     """Descriptions of the SQL executions newer than ``after`` that ran with session setting
     ``key`` set to true (Spark records each execution's changed session settings)."""
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    store = spark._jsparkSession.sharedState().statusStore()
-    count = store.executionsCount()
-    found = []
-    window = store.executionsList(max(0, count - 200), 200)
-    for i in range(window.size()):
-        execution = window.apply(i)
-        if int(execution.executionId()) > after:
-            value = execution.modifiedConfigs().get(key)
-            if value.isDefined() and str(value.get()).strip().lower() == "true":
-                found.append(str(execution.description()))
-    return found
+    return [execution.description for execution in sql_executions_since(spark, after)
+            if execution.modified_settings.get(key, "").strip().lower() == "true"]
 
 
 def _new_commits(table: _Table) -> list[list[dict[str, Any]]]:
@@ -320,7 +302,7 @@ def _add_column_once(spark, check: str, add_column: Callable[..., None], table: 
     index = {n: i for i, (n, _) in enumerate(new_columns)}
     expected = [tuple(row) + (None,) * len(extra) for row in table.rows]
     expected += [tuple(row[index[n]] for n, _ in columns) for row in added]
-    before = _last_execution_id(spark)
+    before = last_sql_execution_id(spark)
     call_student(check, add_column, "add_column", spark, table.path, new_rows,
                  hint="the error says the schemas differ; look for the write option that lets an append add "
                       "columns." if table.seed is None else _GENERATED_HINT,

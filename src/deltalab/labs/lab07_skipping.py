@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from deltalab.labs.report import passed, CheckFailed
+from deltalab.labs.report import CheckFailed, passed
 from deltalab.labs.student import call_student, calls_watched, lab_spark, spark_jobs_started
-from deltalab.labs.tables import build_once, check_seed, fresh_dir, AWKWARD_VALUES
+from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import hadoop_path
 from deltalab.log import replay_log
 

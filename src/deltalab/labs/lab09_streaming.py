@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from deltalab.errors import first_line, spark_failure
 from deltalab.jvm import JvmTransaction, clear_delta_cache, delta_app_versions
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, calls_watched, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir
 from deltalab.log import checkpoint_versions, commit_info, latest_version, replay_log
@@ -133,9 +133,7 @@ def _txn_plan(rng: random.Random) -> tuple[int, int, list[dict[str, int]]]:
 def _commit_txns(spark: Any, table: Path, labels: dict[str, int]) -> None:
     """One commit whose only actions are ``txn`` labels, through Delta's own transaction (what an
     idempotent writer's commit carries besides its data)."""
-    actions = spark._jvm.org.apache.spark.sql.delta.actions
-    none = getattr(getattr(spark._jvm.scala, "None$"), "MODULE$")
-    JvmTransaction(spark, str(table)).commit([actions.SetTransaction(app, batch, none) for app, batch in labels.items()])
+    JvmTransaction(spark, str(table)).commit_txn_labels(labels)
 
 
 def _write_txn_history(spark: Any, table: Path, rng: random.Random) -> TxnHistory:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from urllib.parse import unquote
 
 from deltalab.errors import spark_failure
-from deltalab.labs.report import passed, CheckFailed
+from deltalab.labs.report import CheckFailed, passed
 from deltalab.labs.student import call_student, lab_spark
 from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import commit_info, latest_version, read_log, replay_log

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from deltalab.errors import DeltaLabError
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student
 from deltalab.labs.tables import check_seed
 from deltalab.objectstore import ObjectStore, delta_rs_options, start_object_store

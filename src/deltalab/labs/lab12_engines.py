@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from deltalab.jvm import protocol_features
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
 from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import latest_version, replay_log

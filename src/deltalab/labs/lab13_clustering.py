@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from deltalab.labs.report import passed, short_repr, CheckFailed
-from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark, Watched
+from deltalab.labs.report import CheckFailed, passed, short_repr
+from deltalab.labs.student import Watched, call_student, calls_watched, course_log_readers, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.log import latest_version, read_log, replay_log
 from deltalab.session import temporary_conf

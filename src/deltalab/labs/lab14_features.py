@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from deltalab.labs.report import passed, short_repr, CheckFailed
-from deltalab.labs.student import call_student, lab_spark, Watched
+from deltalab.labs.report import CheckFailed, passed, short_repr
+from deltalab.labs.student import Watched, call_student, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.log import deleted_rows, replay_log
 

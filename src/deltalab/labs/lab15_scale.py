@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deltalab.jvm import clear_delta_cache, delta_log, delta_log_files_read
-from deltalab.labs.report import passed, short_repr, CheckFailed
+from deltalab.gateway import java_method_call
+from deltalab.jvm import clear_delta_cache, delta_log_files_read, write_checkpoint
+from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import call_student, calls_watched, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.session import temporary_conf
@@ -96,7 +97,7 @@ def _compaction_ranges(rng: random.Random, checkpoints: list[int], latest: int) 
 
 def _checkpoint(spark: Any, path: str, settings: dict[str, str]) -> None:
     with temporary_conf(spark, settings):
-        delta_log(spark, path).checkpoint()
+        write_checkpoint(spark, path)
 
 
 def _write_scale_table(spark: Any, path: str, policy: str, rng: random.Random) -> ScaleTable:
@@ -285,13 +286,11 @@ def _difference(missing: set[str], extra: set[str]) -> str:
 def _call(check: str, func: Callable[[str, int], Any], table: ScaleTable, version: int, seed: int) -> Any:
     """``call_student`` with the table folder read-only, and the course's readers and Spark's JVM (where Delta
     answers) off limits: watched around the student's function alone, not the harness's own calls."""
-    from py4j.java_gateway import JavaMember
-
     called: list[str] = []
 
     def watched(table_path: str, version: int) -> Any:
         # A call of a JVM method, not any py4j code: py4j's finalizers run in whatever thread collects garbage.
-        with calls_watched(functions=[JavaMember.__call__], modules=COURSE_READERS) as seen:
+        with calls_watched(functions=[java_method_call()], modules=COURSE_READERS) as seen:
             try:
                 return func(table_path, version)
             finally:

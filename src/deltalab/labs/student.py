@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from deltalab.errors import first_line
 from deltalab.labs.report import CheckFailed, short_repr
 from deltalab.session import active_spark
+from deltalab.spark_jvm import jobs_submitted
 
 __all__ = ["SETTINGS_DELTA_WRITES", "Watched", "call_student", "calls_watched", "course_log_readers", "folder_state",
            "lab_spark", "spark_jobs_started"]
@@ -137,9 +138,7 @@ def spark_jobs_started() -> int:
     from deltalab.session import running_spark
 
     spark = running_spark()
-    if spark is None:
-        return 0
-    return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
+    return 0 if spark is None else jobs_submitted(spark)
 
 
 def course_log_readers() -> list[Callable[..., Any]]:
