@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalab.labs import lab01_parquet as lab
-from deltalab.labs.tables import fresh_dir, SEED_ENV
+from deltalab.labs.tables import SEED_ENV, fresh_dir
 from deltalab.labs.lab01_parquet import check_column_range, check_footer_row_count
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalab.labs import lab02_log as lab
-from deltalab.labs.tables import fresh_dir, SEED_ENV
+from deltalab.labs.tables import SEED_ENV, fresh_dir
 from deltalab.labs.lab02_log import check_active_files, check_table_version
 from deltalab.workdir import workdir
 from lab_testing import (assert_plain_failure, nbgrader_meta, run_in_process, solution_and_student_version,

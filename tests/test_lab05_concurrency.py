@@ -26,7 +26,7 @@ import pytest
 from deltalab.concurrency import CONFLICT_CLASSES
 from deltalab.files import data_files
 from deltalab.labs import lab05_concurrency as cx
-from deltalab.labs.tables import fresh_dir, SEED_ENV
+from deltalab.labs.tables import SEED_ENV, fresh_dir
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_seeds

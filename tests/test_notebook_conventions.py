@@ -6,7 +6,10 @@ The rules (src/deltalab/README.md, "Notebooks"), one test each:
 2. what ``deltalab`` exports is imported from ``deltalab``, anything else from its module;
 3. no function or class is defined in two notebooks;
 4. the setup cell names the session and the work directory after the notebook's file;
-5. every ``notebooks/*.ipynb`` is checked, and one with a name outside the pattern fails.
+5. every ``notebooks/*.ipynb`` is checked, and one with a name outside the pattern fails;
+6. what nbval does not compare is still checked: a cell tagged ``nbval-ignore-output`` (its output depends on
+   load or timing) asserts what it shows, no cell is skipped, no compared output shows a duration, and the tag
+   is the one way to say so (no ``# NBVAL_...`` comments, which nbval reads only when spelled exactly).
 """
 
 from __future__ import annotations
@@ -226,3 +229,56 @@ def test_index_lists_every_notebook():
     index = (REPO / "notebooks" / "README.md").read_text()
     for path in NOTEBOOKS:
         assert f"({path.name})" in index, f"notebooks/README.md does not link {path.name}"
+
+
+#: nbval's cell tags that take a cell's output out of the comparison, or the cell out of the run.
+IGNORE_OUTPUT = "nbval-ignore-output"
+NOT_RUN = ("nbval-skip", "skip-execution")
+#: nbval's comment markers (``# NBVAL_IGNORE_OUTPUT``): the tag is the course's one way; a comment with anything
+#: after the marker's name is not read by nbval at all.
+NBVAL_COMMENT = re.compile(r"^\s*#+\s*(NBVAL_|PYTEST_VALIDATE_)", re.MULTILINE)
+#: A duration in an output: "1.2 s", "35 ms", "3 seconds", "0:00:04" (machine time, never the same twice).
+DURATION = re.compile(r"\b\d+(\.\d+)? ?(s|ms|µs|seconds?|milliseconds?)\b|\b\d+:\d\d:\d\d\.\d+")
+
+
+def _compared_text(cell) -> str:
+    """The text nbval compares of a stored code cell: streams, text/plain and text/html of its outputs."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream":
+            parts.append(output.get("text", ""))
+        for mime in ("text/plain", "text/html"):
+            value = output.get("data", {}).get(mime)
+            if value:
+                parts.append(value if isinstance(value, str) else "".join(value))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_what_nbval_does_not_compare_is_asserted(path: Path):
+    """Rule 6: an output that depends on load is kept out of nbval's comparison and asserted in code instead.
+
+    A cell tagged ``nbval-ignore-output`` (the course's one way: no ``# NBVAL_`` comment) must assert its claims (nbval will not notice if they change); no
+    cell is left out of the run; and the outputs nbval compares show no duration, which a busy machine changes
+    (a timing belongs in a tagged cell, asserted as a comparison measured in the same run)."""
+    problems = []
+    for index, cell in enumerate(_notebook(path).cells):
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        if NBVAL_COMMENT.search(_source(cell)):
+            problems.append(f"cell {index} has an nbval comment marker: tag the cell {IGNORE_OUTPUT} instead "
+                            "(nbval reads a marker only when spelled exactly; a tag cannot be misspelled unnoticed)")
+        skipped = [tag for tag in NOT_RUN if tag in tags]
+        if skipped:
+            problems.append(f"cell {index} is tagged {skipped[0]}: every cell runs under nbval")
+        if IGNORE_OUTPUT in tags:
+            tree = _tree(path, index, _source(cell))
+            if not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+                problems.append(f"cell {index} is tagged {IGNORE_OUTPUT} but asserts nothing: assert what it shows")
+        else:
+            match = DURATION.search(_compared_text(cell))
+            if match:
+                problems.append(f"cell {index} shows a duration ({match.group(0)!r}) in an output nbval compares: "
+                                f"print it in a cell tagged {IGNORE_OUTPUT} that asserts the claim as a comparison")
+    assert not problems, f"{path.name}: " + "; ".join(problems)
