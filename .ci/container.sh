@@ -123,6 +123,12 @@ build_args=(--format docker --layers "${RUNTIME_FLAGS[@]}"
     --build-arg "BASE_IMAGE=$BASE" --pull=never
     --ignorefile "$REPO/docker/Dockerfile.dockerignore"
     -f "$REPO/docker/Dockerfile" -t "$IMAGE")
+# The pip cache `make setup` filled on this machine, for the build's pip (docker/Dockerfile): it holds the
+# wheel pip built from pyspark's 430 MB source archive, which the build then neither downloads nor builds.
+PIP_CACHE="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
+if [ -d "$PIP_CACHE/wheels" ]; then
+    build_args+=(--volume "$PIP_CACHE:/tmp/host-pip-cache")
+fi
 if [ -s "$CA_BUNDLE" ]; then
     build_args+=(--secret "id=host_ca,src=$CA_BUNDLE")
 else
