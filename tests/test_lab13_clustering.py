@@ -4,7 +4,8 @@ answer.
 
 The wrong answers run on the tables of one seed (built once per process), which holds a clustering column
 renamed under column mapping, keys changed and removed, a checkpoint whose earlier commits were cleaned up
-while the table had keys, ZCubes of several sizes, cubes of earlier keys and a table just optimized.
+while the table had keys, ZCubes of several sizes, cubes of earlier keys, a table just optimized and cubes whose
+files lost rows to deletion vectors.
 """
 
 from __future__ import annotations
@@ -67,6 +68,24 @@ def test_lab13_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_tes
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
     assert any(removed and len(removed) < len(replay_log(t.path).files) for t in rewrites for removed in t.removed.values()), \
         "an OPTIMIZE that leaves some files"
+
+
+@pytest.mark.parametrize("seed", [TEST_SEED, *solution_seeds(SEEDS)])
+def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monkeypatch, seed):
+    """At a threshold the check asks, a cube whose files' size reaches it but whose rows left by the deletion
+    vectors do not: Delta rewrites it (the expected answer is a real OPTIMIZE), and an answer summing size misses it."""
+    monkeypatch.setenv(SEED_ENV, str(seed))
+    (table,) = [t for t in lab.rewrite_tables(spark, seed) if "deletion vectors" in t.what]
+    files = replay_log(table.path).files.values()
+    cubes: dict[str, list] = {}
+    for add in files:
+        if "ZCUBE_ID" in (add.get("tags") or {}):
+            cubes.setdefault(add["tags"]["ZCUBE_ID"], []).append(add)
+    assert all(add.get("deletionVector") for adds in cubes.values() for add in adds)
+    shrunk = [(threshold, adds) for threshold, removed in table.removed.items() for adds in cubes.values()
+              if sum(map(lab.logical_size, adds)) < threshold <= sum(int(a["size"]) for a in adds)]
+    assert shrunk and all({a["path"] for a in adds} <= table.removed[threshold] for threshold, adds in shrunk), \
+        "Delta rewrites a cube whose logical size is under the threshold, whatever its files' size"
 
 
 # ------------------------------------------------------------------------------ clustering_columns
@@ -137,8 +156,9 @@ def test_lab13_spark_and_the_course_readers_are_refused(spark, at_test_seed):
 # ------------------------------------------------------------------------------ optimize_rewrites
 
 
-def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True):
+def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True, logical=True):
     """The solution's rule, with one of its parts left out."""
+    size = lab.logical_size if logical else (lambda add: int(add["size"]))
     keys = _read_log(path)
     never, cubes = set(), {}
     for add in replay_log(path).files.values():
@@ -148,12 +168,17 @@ def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, 
         elif not keys_checked or json.loads(tags["ZCUBE_ZORDER_BY"]) == keys:
             cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
     small = [adds for adds in cubes.values()
-             if (sum(a["size"] for a in adds) < threshold if strict else sum(a["size"] for a in adds) <= threshold)]
+             if (sum(map(size, adds)) < threshold if strict else sum(map(size, adds)) <= threshold)]
     if not partial:
         return never
     if single_cube and not never and len(small) <= 1:
         return set()
     return never | {a["path"] for adds in small for a in adds}
+
+
+def test_lab13_a_cubes_size_counts_the_rows_deletion_vectors_left(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, logical=False))
+    assert "logical size" in message and "deletionVector.cardinality" in message, message
 
 
 def test_lab13_cubes_of_other_keys_are_left_alone(spark, at_test_seed):

@@ -162,7 +162,7 @@ def check_failure(check, answer) -> str:
 
 def solution_seeds(seeds) -> list:
     """The fixed seeds a lab's solutions are run at, as pytest parameters, all marked ``seeds``:
-    ``make test-seeds`` runs them (CI runs them in the course image). Each lab's seeds together cover
+    ``make test-seeds`` runs them (CI does not: tests/README.md). Each lab's seeds together cover
     every edge case its checks generate (its coverage test says so). ``make test-labs`` leaves them
     out to keep within its 15 minutes: there, tests/test_labs.py runs each lab's solution notebook,
     whose checks draw a fresh seed, which catches a check that breaks its own solution."""

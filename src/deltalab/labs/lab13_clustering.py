@@ -11,8 +11,9 @@ reader, nothing written.
 ``check_optimize_rewrites`` compares ``optimize_rewrites(path, threshold)`` with the files a real ``OPTIMIZE``
 removes from a copy of the table when ``spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold``
 is ``threshold`` (:func:`rewrite_tables`): ZCubes of several sizes from OPTIMIZEs run with the threshold
-lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, and thresholds
-drawn around the cubes' sizes (0, exactly a cube's size, one byte more, the 100 GiB default). It refuses an
+lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, ZCubes whose
+files lost a third of their rows to deletion vectors, and thresholds drawn around the cubes' sizes (0, exactly a
+cube's size, one byte more, the 100 GiB default, between a cube's logical size and its files' ``size``). It refuses an
 answer that runs Spark (OPTIMIZE on a copy would be the check's own answer) or changes the table.
 """
 
@@ -32,7 +33,7 @@ from deltalab.log import latest_version, read_log, replay_log
 from deltalab.session import temporary_conf
 
 __all__ = ["CheckFailed", "DEFAULT_THRESHOLD", "THRESHOLD_SETTING", "check_clustering_columns",
-           "check_optimize_rewrites", "keys_tables", "rewrite_tables"]
+           "check_optimize_rewrites", "keys_tables", "logical_size", "rewrite_tables"]
 
 THRESHOLD_SETTING = "spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold"
 #: The setting's default in Delta 4.4: 100 times the 1 GiB ``optimize.maxFileSize``.
@@ -276,13 +277,28 @@ def _table_bytes(path: str) -> int:
     return sum(int(add["size"]) for add in replay_log(path).files.values())
 
 
-def _current_cubes(path: str, keys: list[str]) -> dict[str, int]:
-    """The live ZCubes clustered by ``keys``, with their sizes in bytes."""
+def logical_size(add: dict[str, Any]) -> int:
+    """The bytes Delta counts for a file when it sizes a ZCube: ``size`` scaled by the share of the file's
+    rows a deletion vector has not deleted, truncated (``AddFile.estLogicalFileSize``, which
+    ``ZCube`` sums in Delta 4.4); ``size`` without a deletion vector or without ``numRecords``. ``add`` is
+    an add action as the log writes it (``stats`` a JSON string) or as ``replay_log`` gives it (parsed)."""
+    size = int(add["size"])
+    vector = add.get("deletionVector")
+    stats = add.get("stats") or {}
+    records = (json.loads(stats) if isinstance(stats, str) else stats).get("numRecords")
+    if not vector or not records:
+        return size
+    kept = records - int(vector["cardinality"])
+    return int(kept / (kept + int(vector["cardinality"])) * size)
+
+
+def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = logical_size) -> dict[str, int]:
+    """The live ZCubes clustered by ``keys``, with their sizes in bytes (logical by default, as Delta counts)."""
     cubes: dict[str, int] = {}
     for add in replay_log(path).files.values():
         tags = add.get("tags") or {}
         if "ZCUBE_ID" in tags and json.loads(tags.get("ZCUBE_ZORDER_BY", "[]")) == keys:
-            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + int(add["size"])
+            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + size(add)
     return cubes
 
 
@@ -300,10 +316,17 @@ def _removed_by_optimize(spark: Any, path: str, scratch: Path, threshold: int) -
     return removed
 
 
-def _thresholds(kind: str, cube_sizes: Iterable[int], rng: random.Random) -> list[int]:
+def _thresholds(kind: str, cube_sizes: Iterable[int], rng: random.Random,
+                physical_sizes: Iterable[int] = ()) -> list[int]:
     """The thresholds asked on a table (each costs a real OPTIMIZE): the default, a cube's exact size, and for
-    the table of several cubes one byte more, and 0 or a size between two cubes, drawn."""
+    the table of several cubes one byte more, and 0 or a size between two cubes, drawn. On the table with
+    deleted rows: for its largest cube, a size between its logical and its physical size."""
     sizes = sorted(set(cube_sizes))
+    if kind == DELETED_ROWS:
+        logical, physical = max(zip(cube_sizes, physical_sizes))
+        if not logical < (logical + physical + 1) // 2 <= physical:
+            raise AssertionError(f"the deleted rows must make a cube's logical size ({logical}) smaller than its size ({physical})")
+        return [(logical + physical + 1) // 2]
     exact = rng.choice(sizes)
     asked = {DEFAULT_THRESHOLD, exact}
     if kind == "cubes":
@@ -318,35 +341,46 @@ def _thresholds(kind: str, cube_sizes: Iterable[int], rng: random.Random) -> lis
 
 def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, scratch: Path) -> RewriteTable:
     keys = rng.sample(["id", "amount", "day"], rng.randint(1, 2))
-    _create(spark, path, keys, {})
+    _create(spark, path, keys, {"delta.enableDeletionVectors": "true"} if kind == DELETED_ROWS else {})
     for _ in range(2):
         _append(spark, path, rng, rng.randint(400, 1500), files=rng.randint(1, 2))
     size = _table_bytes(path)
     _optimize(spark, path, DEFAULT_THRESHOLD, max_file_size=max(1, size // rng.randint(2, 4)))  # the first cube
     what = "a generated table just optimized (one ZCube, nothing appended since)"
     if kind != "just optimized":
-        for _ in range(rng.randint(1, 2) if kind == "cubes" else 1):   # more cubes: new data clustered on its own, the threshold under the cubes
+        more_cubes = rng.randint(1, 2) if kind == "cubes" else 0 if kind == DELETED_ROWS else 1
+        for _ in range(more_cubes):   # more cubes: new data clustered on its own, the threshold under the cubes
             _append(spark, path, rng, rng.randint(200, 800), files=rng.randint(1, 2))
             smallest = min(_current_cubes(path, keys).values())
             _optimize(spark, path, max(1, smallest // 2), max_file_size=max(1, _table_bytes(path) // 6))
-        what = "a generated table with ZCubes of several sizes"
+        what = "a generated table with ZCubes of several sizes" if more_cubes else "a generated table with a ZCube"
+        if kind == DELETED_ROWS:
+            spark.sql(f"DELETE FROM delta.`{path}` WHERE pmod(id, 3) = 0")
+            clustered = [a for a in replay_log(path).files.values() if "ZCUBE_ID" in (a.get("tags") or {})]
+            if not clustered or not all(a.get("deletionVector") for a in clustered):
+                raise AssertionError(f"{path}: the DELETE must leave every clustered file with a deletion vector")
+            what += ", a third of its rows deleted with deletion vectors (the files keep their ZCube tags)"
         if kind == "new keys":
             keys = rng.sample([c for c in ("id", "amount", "day") if c not in keys], 1)
             spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
             _append(spark, path, rng, rng.randint(200, 600))
             _optimize(spark, path, DEFAULT_THRESHOLD)
             what += ", its keys then changed and new data clustered by them"
-        appended = rng.randint(0 if kind == "new keys" else 1, 2)
+        appended = rng.randint(0 if kind == "new keys" else 1, 2)   # deleted rows: a new file, so no cube is alone
         for _ in range(appended):
             _append(spark, path, rng, rng.randint(100, 400))
         what += f", {appended} append(s) since the last OPTIMIZE" if appended else ", nothing appended since"
     table = RewriteTable(path, what, cube_sizes=_current_cubes(path, keys))
-    for threshold in _thresholds(kind, table.cube_sizes.values(), rng):
+    physical = _current_cubes(path, keys, size=lambda add: int(add["size"]))
+    for threshold in _thresholds(kind, table.cube_sizes.values(), rng, [physical[c] for c in table.cube_sizes]):
         table.removed[threshold] = _removed_by_optimize(spark, path, scratch, threshold)
     return table
 
 
 REWRITE_KINDS = ("cubes", "new keys", "just optimized")
+#: Built after the kinds above (so that their tables stay those of earlier versions at the same seed): ZCubes
+#: whose files lost rows to deletion vectors, asked at a threshold between a cube's logical and physical size.
+DELETED_ROWS = "deleted rows"
 
 
 def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
@@ -355,6 +389,7 @@ def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
         rng = random.Random(seed)
         kinds = list(REWRITE_KINDS)
         rng.shuffle(kinds)
+        kinds.append(DELETED_ROWS)
         return [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
                 for index, kind in enumerate(kinds)]
 
@@ -366,10 +401,12 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     keys = json.loads(state.domain_metadata["delta.clustering"]["configuration"])["clusteringColumns"]
     files = {add["path"]: add for add in state.files.values()}
     cubes: dict[str, int] = {}
+    physical: dict[str, int] = {}
     for add in files.values():
         tags = add.get("tags") or {}
         if "ZCUBE_ID" in tags:
-            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + int(add["size"])
+            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + logical_size(add)
+            physical[tags["ZCUBE_ID"]] = physical.get(tags["ZCUBE_ID"], 0) + int(add["size"])
 
     def tags_of(p: str) -> dict[str, str]:
         return files.get(p, {}).get("tags") or {}
@@ -380,11 +417,16 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     if any("ZCUBE_ID" in tags_of(p) and json.loads(tags_of(p)["ZCUBE_ZORDER_BY"]) != [k[0] for k in keys] for p in extra):
         return ("files clustered by other columns than the table's keys (their ZCUBE_ZORDER_BY differs) are left alone: "
                 "only OPTIMIZE FULL rewrites them.")
+    if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] < threshold <= physical[tags_of(p)["ZCUBE_ID"]]
+           for p in missing):
+        return ("a ZCube's size is the logical size of its files: a file with a deletion vector counts size x "
+                "(numRecords - deletionVector.cardinality) / numRecords (Delta's estLogicalFileSize), so a cube that "
+                "lost rows to a DELETE can fall under the threshold and become partial.")
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] == threshold for p in extra):
         return "a ZCube whose size is exactly the threshold is complete: a cube is partial only when it is smaller."
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] > threshold for p in extra):
-        return ("a ZCube at least as large as the threshold (the sum of its files' sizes) is complete: OPTIMIZE leaves "
-                "it and clusters new data into a new cube.")
+        return ("a ZCube at least as large as the threshold (the sum of its files' logical sizes) is complete: OPTIMIZE "
+                "leaves it and clusters new data into a new cube.")
     if extra and not expected:
         return ("a partial ZCube alone, with no file outside any ZCube, is not rewritten: there is nothing new to merge "
                 "it with (right after an OPTIMIZE, the next one has nothing to do).")
@@ -401,7 +443,8 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
     check = "optimize_rewrites"
     spark = lab_spark()
     seed = check_seed()
-    hint = "each live add action's size and tags (ZCUBE_ID, ZCUBE_ZORDER_BY), and the table's clustering columns."
+    hint = ("each live add action's size, deletionVector and stats (numRecords), its tags (ZCUBE_ID, ZCUBE_ZORDER_BY), "
+            "and the table's clustering columns.")
     example = _example_keys(spark).path   # first, answer unchecked: a stub fails before the build
     call_student(check, optimize_rewrites, "optimize_rewrites", example, DEFAULT_THRESHOLD, hint=hint, read_only=[example])
     tables = rewrite_tables(spark, seed)
@@ -430,4 +473,5 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
                 raise CheckFailed(check, f"on {table.what}, threshold {shown}: {wrong}.",
                                   _rewrites_fix(table.path, threshold, answer, expected), seed=seed)
     passed(check, f"predicts the files a real OPTIMIZE rewrites for {asked} (table, threshold) pairs: partial and "
-                  "complete ZCubes, a cube of exactly the threshold, cubes of earlier keys, a table just optimized.")
+                  "complete ZCubes, a cube of exactly the threshold, cubes of earlier keys, a table just optimized, "
+                  "cubes sized by their rows left after deletion vectors.")
