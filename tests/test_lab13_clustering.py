@@ -83,7 +83,7 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
             cubes.setdefault(add["tags"]["ZCUBE_ID"], []).append(add)
     assert all(add.get("deletionVector") for adds in cubes.values() for add in adds)
     shrunk = [(threshold, adds) for threshold, removed in table.removed.items() for adds in cubes.values()
-              if sum(map(lab.logical_size, adds)) < threshold <= sum(int(a["size"]) for a in adds)]
+              if sum(map(lab._logical_size, adds)) < threshold <= sum(int(a["size"]) for a in adds)]
     assert shrunk and all({a["path"] for a in adds} <= table.removed[threshold] for threshold, adds in shrunk), \
         "Delta rewrites a cube whose logical size is under the threshold, whatever its files' size"
 
@@ -158,7 +158,7 @@ def test_lab13_spark_and_the_course_readers_are_refused(spark, at_test_seed):
 
 def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True, logical=True):
     """The solution's rule, with one of its parts left out."""
-    size = lab.logical_size if logical else (lambda add: int(add["size"]))
+    size = lab._logical_size if logical else (lambda add: int(add["size"]))
     keys = _read_log(path)
     never, cubes = set(), {}
     for add in replay_log(path).files.values():

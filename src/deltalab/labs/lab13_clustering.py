@@ -33,7 +33,7 @@ from deltalab.log import latest_version, read_log, replay_log
 from deltalab.session import temporary_conf
 
 __all__ = ["CheckFailed", "DEFAULT_THRESHOLD", "THRESHOLD_SETTING", "check_clustering_columns",
-           "check_optimize_rewrites", "keys_tables", "logical_size", "rewrite_tables"]
+           "check_optimize_rewrites", "keys_tables", "rewrite_tables"]
 
 THRESHOLD_SETTING = "spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold"
 #: The setting's default in Delta 4.4: 100 times the 1 GiB ``optimize.maxFileSize``.
@@ -277,7 +277,7 @@ def _table_bytes(path: str) -> int:
     return sum(int(add["size"]) for add in replay_log(path).files.values())
 
 
-def logical_size(add: dict[str, Any]) -> int:
+def _logical_size(add: dict[str, Any]) -> int:
     """The bytes Delta counts for a file when it sizes a ZCube: ``size`` scaled by the share of the file's
     rows a deletion vector has not deleted, truncated (``AddFile.estLogicalFileSize``, which
     ``ZCube`` sums in Delta 4.4); ``size`` without a deletion vector or without ``numRecords``. ``add`` is
@@ -292,7 +292,7 @@ def logical_size(add: dict[str, Any]) -> int:
     return int(kept / (kept + int(vector["cardinality"])) * size)
 
 
-def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = logical_size) -> dict[str, int]:
+def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = _logical_size) -> dict[str, int]:
     """The live ZCubes clustered by ``keys``, with their sizes in bytes (logical by default, as Delta counts)."""
     cubes: dict[str, int] = {}
     for add in replay_log(path).files.values():
@@ -405,7 +405,7 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     for add in files.values():
         tags = add.get("tags") or {}
         if "ZCUBE_ID" in tags:
-            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + logical_size(add)
+            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + _logical_size(add)
             physical[tags["ZCUBE_ID"]] = physical.get(tags["ZCUBE_ID"], 0) + int(add["size"])
 
     def tags_of(p: str) -> dict[str, str]:
