@@ -19,7 +19,7 @@ import pytest
 from deltalab.labs import lab13_clustering as lab
 from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab13_clustering import check_clustering_columns, check_optimize_rewrites
-from deltalab.log import replay_log
+from deltalab.log import read_log, replay_log
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
 from lab_testing import solution_namespace, solution_seeds, stub
@@ -68,6 +68,17 @@ def test_lab13_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_tes
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
     assert any(removed and len(removed) < len(replay_log(t.path).files) for t in rewrites for removed in t.removed.values()), \
         "an OPTIMIZE that leaves some files"
+    (renamed,) = [t for t in rewrites if "renamed" in t.what]
+    removed = renamed.removed[lab.DEFAULT_THRESHOLD]
+    by_names: dict[tuple, set] = {}
+    for add in replay_log(renamed.path).files.values():
+        if "ZCUBE_ID" in (add.get("tags") or {}):
+            by_names.setdefault(tuple(json.loads(add["tags"]["ZCUBE_ZORDER_BY"])), set()).add(add["path"])
+    current = tuple(lab._describe_clustering(spark, renamed.path))
+    assert len(by_names) == 2 and current in by_names, by_names.keys()
+    assert all(paths.isdisjoint(removed) for names, paths in by_names.items() if names != current), \
+        "Delta leaves the cube tagged with the key's old name"
+    assert by_names[current] <= removed, "and rewrites the cube of today's name"
 
 
 @pytest.mark.parametrize("seed", [TEST_SEED, *solution_seeds(SEEDS)])
@@ -156,16 +167,32 @@ def test_lab13_spark_and_the_course_readers_are_refused(spark, at_test_seed):
 # ------------------------------------------------------------------------------ optimize_rewrites
 
 
-def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True, logical=True):
-    """The solution's rule, with one of its parts left out."""
+def _physical_keys_then(path: str) -> dict[str, list[str]]:
+    """The wrong way to follow a rename: each file's ZCUBE_ZORDER_BY mapped to physical names through the schema of
+    the commit that added the file, so that a cube written before a rename counts as a cube of today's keys."""
+    added_in = {a["add"]["path"]: v for v, actions in read_log(path).commits.items() for a in actions if "add" in a}
+    physical = {}
+    for add in replay_log(path).files.values():
+        tags = add.get("tags") or {}
+        if "ZCUBE_ID" in tags:
+            fields = json.loads(replay_log(path, added_in[add["path"]]).metadata["schemaString"])["fields"]
+            to_physical = {f["name"]: f["metadata"].get("delta.columnMapping.physicalName", f["name"]) for f in fields}
+            physical[add["path"]] = [to_physical.get(name, name) for name in json.loads(tags["ZCUBE_ZORDER_BY"])]
+    return physical
+
+
+def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True, logical=True, names="logical"):
+    """The solution's rule, with one of its parts left out (names: "logical" as the solution, "physical" the
+    domain's names compared with the tags, "follow renames" a cube's names mapped as they were when it was written)."""
     size = lab._logical_size if logical else (lambda add: int(add["size"]))
-    keys = _read_log(path)
+    keys = _read_log(path, mapping=names == "logical")
+    then = _physical_keys_then(path) if names == "follow renames" else {}
     never, cubes = set(), {}
     for add in replay_log(path).files.values():
         tags = add.get("tags") or {}
         if "ZCUBE_ID" not in tags:
             never.add(add["path"])
-        elif not keys_checked or json.loads(tags["ZCUBE_ZORDER_BY"]) == keys:
+        elif not keys_checked or then.get(add["path"], json.loads(tags["ZCUBE_ZORDER_BY"])) == keys:
             cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
     small = [adds for adds in cubes.values()
              if (sum(map(size, adds)) < threshold if strict else sum(map(size, adds)) <= threshold)]
@@ -179,6 +206,16 @@ def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, 
 def test_lab13_a_cubes_size_counts_the_rows_deletion_vectors_left(spark, at_test_seed):
     message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, logical=False))
     assert "logical size" in message and "deletionVector.cardinality" in message, message
+
+
+def test_lab13_the_tags_hold_logical_names_not_the_domains_physical_ones(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, names="physical"))
+    assert "logical names" in message and "not the physical names" in message, message
+
+
+def test_lab13_a_rename_makes_the_cubes_before_it_cubes_of_other_keys(spark, at_test_seed):
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, names="follow renames"))
+    assert "a rename makes the cubes written before it cubes of other keys" in message, message
 
 
 def test_lab13_cubes_of_other_keys_are_left_alone(spark, at_test_seed):

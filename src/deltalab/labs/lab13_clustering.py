@@ -12,7 +12,8 @@ reader, nothing written.
 removes from a copy of the table when ``spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.threshold``
 is ``threshold`` (:func:`rewrite_tables`): ZCubes of several sizes from OPTIMIZEs run with the threshold
 lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, ZCubes whose
-files lost a third of their rows to deletion vectors, and thresholds drawn around the cubes' sizes (0, exactly a
+files lost a third of their rows to deletion vectors, a key renamed under column mapping between two OPTIMIZEs
+(the cube before the rename is tagged with the old name), and thresholds drawn around the cubes' sizes (0, exactly a
 cube's size, one byte more, the 100 GiB default, between a cube's logical size and its files' ``size``). It refuses an
 answer that runs Spark (OPTIMIZE on a copy would be the check's own answer) or changes the table.
 """
@@ -377,10 +378,36 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
     return table
 
 
+def _write_renamed_key_table(spark: Any, path: str, rng: random.Random, scratch: Path) -> RewriteTable:
+    """Column mapping, a key renamed between two OPTIMIZEs: the cube written before the rename is tagged
+    with the old name, the one after with the new name, and a file appended since."""
+    key = rng.choice(["amount", "day"])
+    new_name = {"amount": "total", "day": "event_day"}[key]
+    _create(spark, path, [key], {"delta.columnMapping.mode": "name"})
+    for _ in range(2):
+        _append(spark, path, rng, rng.randint(400, 1500), files=rng.randint(1, 2))
+    _optimize(spark, path, DEFAULT_THRESHOLD, max_file_size=max(1, _table_bytes(path) // rng.randint(2, 3)))
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN {key} TO {new_name}")
+    renamed = [new_name if column == key else column for column in COLUMNS]
+    _append(spark, path, rng, rng.randint(200, 600), files=rng.randint(1, 2), columns=renamed)
+    _optimize(spark, path, DEFAULT_THRESHOLD)
+    _append(spark, path, rng, rng.randint(100, 400), columns=renamed)
+    tagged = {tuple(json.loads(a["tags"]["ZCUBE_ZORDER_BY"])) for a in replay_log(path).files.values()
+              if "ZCUBE_ID" in (a.get("tags") or {})}
+    if tagged != {(key,), (new_name,)}:
+        raise AssertionError(f"{path}: expected cubes tagged [{key}] and [{new_name}], found {sorted(tagged)}")
+    table = RewriteTable(path, f"a generated table with column mapping whose key {key} was renamed to {new_name} after "
+                               "an OPTIMIZE, optimized again and appended to", cube_sizes=_current_cubes(path, [new_name]))
+    table.removed[DEFAULT_THRESHOLD] = _removed_by_optimize(spark, path, scratch, DEFAULT_THRESHOLD)
+    return table
+
+
 REWRITE_KINDS = ("cubes", "new keys", "just optimized")
 #: Built after the kinds above (so that their tables stay those of earlier versions at the same seed): ZCubes
-#: whose files lost rows to deletion vectors, asked at a threshold between a cube's logical and physical size.
+#: whose files lost rows to deletion vectors, asked at a threshold between a cube's logical and physical size,
+#: and a key renamed under column mapping between two OPTIMIZEs.
 DELETED_ROWS = "deleted rows"
+RENAMED_KEY = "renamed key"
 
 
 def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
@@ -390,15 +417,24 @@ def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
         kinds = list(REWRITE_KINDS)
         rng.shuffle(kinds)
         kinds.append(DELETED_ROWS)
-        return [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
-                for index, kind in enumerate(kinds)]
+        tables = [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
+                  for index, kind in enumerate(kinds)]
+        return [*tables, _write_renamed_key_table(spark, str(folder / f"table_{len(tables)}"), rng, folder)]
 
     return build_once(f"lab13_rewrites_{seed}", build, _logs_present)
+
+
+def _logical_names(state: Any) -> dict[str, str]:
+    """Physical column name -> today's logical name, from the schema (each name itself without column mapping)."""
+    return {f["metadata"].get("delta.columnMapping.physicalName", f["name"]): f["name"]
+            for f in json.loads(state.metadata["schemaString"])["fields"]}
 
 
 def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str]) -> str:
     state = replay_log(path)
     keys = json.loads(state.domain_metadata["delta.clustering"]["configuration"])["clusteringColumns"]
+    names = _logical_names(state)
+    current = [names.get(k[0], k[0]) for k in keys]
     files = {add["path"]: add for add in state.files.values()}
     cubes: dict[str, int] = {}
     physical: dict[str, int] = {}
@@ -414,9 +450,16 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     extra, missing = answer - expected, expected - answer
     if any(p not in files for p in answer):
         return "return the paths of live files, as the add actions write them (relative to the table folder)."
-    if any("ZCUBE_ID" in tags_of(p) and json.loads(tags_of(p)["ZCUBE_ZORDER_BY"]) != [k[0] for k in keys] for p in extra):
+    other_keys = [p for p in extra if "ZCUBE_ID" in tags_of(p) and json.loads(tags_of(p)["ZCUBE_ZORDER_BY"]) != current]
+    if any(set(json.loads(tags_of(p)["ZCUBE_ZORDER_BY"])) - set(names.values()) for p in other_keys):
+        return ("a rename makes the cubes written before it cubes of other keys: ZCUBE_ZORDER_BY keeps the names the keys "
+                "had when that OPTIMIZE ran, and Delta compares them with today's names (only OPTIMIZE FULL rewrites them).")
+    if other_keys:
         return ("files clustered by other columns than the table's keys (their ZCUBE_ZORDER_BY differs) are left alone: "
                 "only OPTIMIZE FULL rewrites them.")
+    if current != [k[0] for k in keys] and any(json.loads(tags_of(p).get("ZCUBE_ZORDER_BY", "null")) == current for p in missing):
+        return ("ZCUBE_ZORDER_BY holds the keys' logical names, as queries use them, not the physical names (col-...) "
+                "the clustering domain holds under column mapping.")
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] < threshold <= physical[tags_of(p)["ZCUBE_ID"]]
            for p in missing):
         return ("a ZCube's size is the logical size of its files: a file with a deletion vector counts size x "
@@ -474,4 +517,4 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
                                   _rewrites_fix(table.path, threshold, answer, expected), seed=seed)
     passed(check, f"predicts the files a real OPTIMIZE rewrites for {asked} (table, threshold) pairs: partial and "
                   "complete ZCubes, a cube of exactly the threshold, cubes of earlier keys, a table just optimized, "
-                  "cubes sized by their rows left after deletion vectors.")
+                  "cubes sized by their rows left after deletion vectors, a key renamed between two OPTIMIZEs.")
