@@ -63,6 +63,7 @@ def test_lab13_the_stubs_are_not_written_yet(spark, at_test_seed):
 
 def test_lab13_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
     keys = lab.keys_tables(spark, TEST_SEED)
+    assert any("loc.zip" in t.expected and t.mapped for t in keys), "a field of a struct column as a key, column mapping on"
     assert any(t.cleaned and t.expected for t in keys), "a table whose keys live only in its checkpoint"
     assert any(t.earlier for t in keys), "a table whose keys changed"
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
@@ -102,8 +103,11 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
 # ------------------------------------------------------------------------------ clustering_columns
 
 
-def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True) -> list[str]:
-    """The solution's reading of the log, with one of its steps left out."""
+def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True,
+              nested: str = "path") -> list[str]:
+    """The solution's reading of the log, with one of its steps left out (nested: "path" maps every part of a key's
+    path and joins them as the solution does, "first part" keeps only the first, "top level" maps only the first
+    part through the schema and keeps the others as the domain has them)."""
     import pyarrow.parquet as pq
 
     log = Path(table_path) / "_delta_log"
@@ -127,14 +131,35 @@ def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True,
     if not domains:
         return []
     domain = domains[-1] if last else domains[0]
-    logical = {f["metadata"].get("delta.columnMapping.physicalName", f["name"]): f["name"]
-               for f in json.loads(schema)["fields"]} if mapping and schema else {}
-    return [logical.get(p[0], p[0]) for p in json.loads(domain["configuration"])["clusteringColumns"]]
+    fields = json.loads(schema)["fields"] if mapping and schema else []
+
+    def logical(path):
+        level, parts = fields, []
+        for physical in path:
+            field = next((f for f in level if f["metadata"].get("delta.columnMapping.physicalName", f["name"]) == physical), None)
+            parts.append(field["name"] if field else physical)
+            level = field["type"]["fields"] if field and isinstance(field["type"], dict) and nested == "path" else []
+        return parts
+
+    paths = json.loads(domain["configuration"])["clusteringColumns"]
+    if nested == "first part":
+        return [logical(p[:1])[0] for p in paths]
+    return [".".join(logical(p)) for p in paths]
 
 
 def test_lab13_physical_names_are_not_the_columns(spark, at_test_seed):
     message = failure(check_clustering_columns, lambda path: _read_log(path, mapping=False))
     assert "physical names" in message and "delta.columnMapping.physicalName" in message, message
+
+
+def test_lab13_a_nested_key_is_its_whole_path(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path, nested="first part"))
+    assert "a field of a struct column" in message and "loc.zip" in message, message
+
+
+def test_lab13_every_part_of_a_nested_path_is_mapped(spark, at_test_seed):
+    message = failure(check_clustering_columns, lambda path: _read_log(path, nested="top level"))
+    assert "every part of a nested key's path" in message, message
 
 
 def test_lab13_the_last_domain_wins(spark, at_test_seed):

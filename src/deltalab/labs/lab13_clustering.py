@@ -2,7 +2,8 @@
 
 ``check_clustering_columns`` compares the learner's ``clustering_columns(path)`` with the clustering columns
 ``DESCRIBE DETAIL`` reports, on the lab's example and on tables generated for the run (:func:`keys_tables`):
-``CLUSTER BY`` one or two columns drawn, column mapping on or off, a clustering column renamed, the keys
+``CLUSTER BY`` one or two columns drawn, a field of a struct column (``loc.zip``, under column mapping), column
+mapping on or off, a clustering column renamed, the keys
 changed by ``ALTER TABLE ... CLUSTER BY`` once or twice or removed (``CLUSTER BY NONE``), clustering turned
 on for an existing table, a table never clustered, a checkpoint after the last change or not, and the
 commits before that checkpoint cleaned up. The answer must come from the log alone: no Spark, no course
@@ -42,6 +43,8 @@ DEFAULT_THRESHOLD = 100 * 1024**3
 MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 SCHEMA = "id BIGINT, city STRING, amount INT, day DATE"
+#: The nested-key table's schema: a struct column whose field ``loc.zip`` is a key.
+NESTED_SCHEMA = SCHEMA + ", loc STRUCT<zip: INT, area: STRING>"
 COLUMNS = ("id", "city", "amount", "day")
 CITIES = ("new york", "zürich", "oslo", "lima", "pune", None)
 
@@ -49,7 +52,8 @@ CITIES = ("new york", "zürich", "oslo", "lima", "pune", None)
 SPARK_MODULES = ("pyspark.sql.session", "pyspark.sql.readwriter", "delta.tables")
 
 
-def _append(spark: Any, path: str, rng: random.Random, rows: int, files: int = 1, columns: list[str] | None = None) -> None:
+def _append(spark: Any, path: str, rng: random.Random, rows: int, files: int = 1, columns: list[str] | None = None,
+            nested: bool = False) -> None:
     start = rng.randrange(10**6)
     frame = spark.range(start, start + rows, 1, files).selectExpr(
         "id",
@@ -57,15 +61,17 @@ def _append(spark: Any, path: str, rng: random.Random, rows: int, files: int = 1
         f"CAST(pmod(hash(id, {rng.randrange(1000)}), {len(CITIES)}) + 1 AS INT)) AS city",
         f"CAST(pmod(hash(id, {rng.randrange(1000)}), 100000) AS INT) AS amount",
         f"date_add(DATE'2026-01-01', CAST(pmod(hash(id, {rng.randrange(1000)}), 365) AS INT)) AS day",
+        *([f"named_struct('zip', CAST(pmod(hash(id, {rng.randrange(1000)}), 1000) AS INT), 'area', "
+           "concat('area ', CAST(pmod(id, 7) AS STRING))) AS loc"] if nested else []),
     )
     if columns:
         frame = frame.toDF(*columns)
     frame.write.format("delta").mode("append").save(path)
 
 
-def _create(spark: Any, path: str, cluster_by: list[str] | None, properties: dict[str, str]) -> None:
+def _create(spark: Any, path: str, cluster_by: list[str] | None, properties: dict[str, str], schema: str = SCHEMA) -> None:
     shown = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-    spark.sql(f"CREATE TABLE delta.`{path}` ({SCHEMA}) USING delta"
+    spark.sql(f"CREATE TABLE delta.`{path}` ({schema}) USING delta"
               + (f" CLUSTER BY ({', '.join(cluster_by)})" if cluster_by is not None else "")
               + (f" TBLPROPERTIES ({shown})" if shown else ""))
 
@@ -145,6 +151,17 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
                      expected, earlier, mapped, cleaned, kind)
 
 
+def _write_nested_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable:
+    """A field of a struct column as a key, with column mapping (every part of the key's path physical in the
+    domain), beside a top-level key or alone, in an order drawn."""
+    keys = ["loc.zip", *rng.sample(COLUMNS, rng.randint(0, 1))]
+    rng.shuffle(keys)
+    _create(spark, path, keys, {"delta.columnMapping.mode": "name"}, schema=NESTED_SCHEMA)
+    _append(spark, path, rng, rng.randint(5, 40), nested=True)
+    return KeysTable(path, f"a generated table clustered by a field of a struct column (CLUSTER BY ({', '.join(keys)}), "
+                           "column mapping on)", _describe_clustering(spark, path), [], True, False, "nested")
+
+
 def _logs_present(tables: list[Any]) -> bool:
     return all(Path(table.path, "_delta_log").is_dir() for table in tables)
 
@@ -155,7 +172,9 @@ def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
         rng = random.Random(seed)
         kinds = list(KEY_KINDS) + [rng.choice(["renamed", "altered", "later"])]
         rng.shuffle(kinds)
-        return [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
+        tables = [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
+        # Built last, so that the tables above stay those of earlier versions at the same seed.
+        return [*tables, _write_nested_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
 
     return build_once(f"lab13_keys_{seed}", build, _logs_present)
 
@@ -174,7 +193,12 @@ def _example_keys(spark: Any) -> KeysTable:
 
 
 def _keys_fix(table: KeysTable, answer: list[str]) -> str:
-    if any(name.startswith("col-") for name in answer):
+    nested = [name for name in table.expected if "." in name]
+    if nested and any("col-" in name for name in answer) and not any(name.startswith("col-") for name in answer):
+        return ("every part of a nested key's path is a physical name under column mapping: map each one through the "
+                "fields of the struct it is in (the field's type holds its own fields, each with its "
+                "delta.columnMapping.physicalName), then join the logical names with '.'.")
+    if any("col-" in name for name in answer):
         return ("with column mapping the domain names columns by their physical names (col-...): map each one to its "
                 "logical name through the schema (metaData.schemaString, each field's metadata "
                 "delta.columnMapping.physicalName).")
@@ -189,6 +213,10 @@ def _keys_fix(table: KeysTable, answer: list[str]) -> str:
                 "force at its version; start from it, then apply the commits after it.")
     if sorted(answer) == sorted(table.expected):
         return "the order of the keys is the order of clusteringColumns in the domain: keep it."
+    if nested and len(answer) == len(table.expected):
+        return ("a key can be a field of a struct column: its path in clusteringColumns has one name per level "
+                "([\"loc\", \"zip\"], physical names under column mapping), and queries name it with the logical names "
+                "joined by '.': loc.zip.")
     return ("read the delta.clustering domainMetadata action: its configuration is a JSON string whose "
             "clusteringColumns is a list of column paths (one list of names per column).")
 
@@ -250,7 +278,8 @@ def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> 
     for table in tables:
         _check_keys(check, clustering_columns, table, seed, hint)
     passed(check, f"reads the keys of {len(tables) + 1} tables from their logs alone: ALTER TABLE ... CLUSTER BY, "
-                  "CLUSTER BY NONE, column mapping and renames, checkpoints with the commits before them cleaned up.")
+                  "CLUSTER BY NONE, column mapping and renames, a field of a struct column, checkpoints with the "
+                  "commits before them cleaned up.")
 
 
 # ---------------------------------------------------------------------------- the OPTIMIZE tables
