@@ -64,7 +64,10 @@ def test_lab13_the_stubs_are_not_written_yet(spark, at_test_seed):
 def test_lab13_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
     keys = lab.keys_tables(spark, TEST_SEED)
     assert any("loc.zip" in t.expected and t.mapped for t in keys), "a field of a struct column as a key, column mapping on"
-    assert any(t.cleaned and t.expected for t in keys), "a table whose keys live only in its checkpoint"
+    assert any(t.cleaned and t.expected and t.kind != "v2" for t in keys), "a table whose keys live only in its checkpoint"
+    (v2,) = [t for t in keys if t.kind == "v2"]
+    assert v2.cleaned and v2.expected and list(Path(v2.path, "_delta_log").glob("*.checkpoint.*.json")), \
+        "a table whose keys live only in a v2 checkpoint"
     assert any(t.earlier for t in keys), "a table whose keys changed"
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
     assert any(removed and len(removed) < len(replay_log(t.path).files) for t in rewrites for removed in t.removed.values()), \
@@ -104,24 +107,37 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
 
 
 def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True,
-              nested: str = "path") -> list[str]:
+              nested: str = "path", checkpoints_named: str = "any") -> list[str]:
     """The solution's reading of the log, with one of its steps left out (nested: "path" maps every part of a key's
     path and joins them as the solution does, "first part" keeps only the first, "top level" maps only the first
-    part through the schema and keeps the others as the domain has them)."""
+    part through the schema and keeps the others as the domain has them; checkpoints_named: "any" finds classic and
+    v2 checkpoints as the solution does, "parquet" only the *.checkpoint*.parquet files, "classic" opens
+    N.checkpoint.parquet for the version _last_checkpoint gives)."""
     import pyarrow.parquet as pq
 
     log = Path(table_path) / "_delta_log"
-    checkpoints = sorted({int(p.name.split(".")[0]) for p in log.glob("*.checkpoint*.parquet")}) if checkpoint else []
+    pattern = "*.checkpoint*.parquet" if checkpoints_named == "parquet" else "*.checkpoint*"
+    checkpoints = sorted({int(p.name.split(".")[0]) for p in log.glob(pattern) if p.suffix in (".parquet", ".json")}) \
+        if checkpoint else []
     start = checkpoints[-1] if checkpoints else -1
+    parts = sorted(log.glob(f"{start:020d}.checkpoint*")) if checkpoints_named == "any" else \
+        sorted(log.glob(f"{start:020d}.checkpoint*.parquet"))
+    if checkpoints_named == "classic" and (log / "_last_checkpoint").exists():
+        start = json.loads((log / "_last_checkpoint").read_text())["version"]
+        parts = [log / f"{start:020d}.checkpoint.parquet"]
     domains, schema = [], None
-    for part in sorted(log.glob(f"{start:020d}.checkpoint*.parquet")):
-        columns = [c for c in ("metaData", "domainMetadata") if c in pq.read_schema(part).names]
-        for row in pq.read_table(part, columns=columns).to_pylist():
+    for part in parts:
+        if part.suffix == ".json":
+            rows = [json.loads(line) for line in part.read_text().splitlines()]
+        else:
+            columns = [c for c in ("metaData", "domainMetadata") if c in pq.read_schema(part).names]
+            rows = pq.read_table(part, columns=columns).to_pylist()
+        for row in rows:
             schema = row["metaData"]["schemaString"] if row.get("metaData") else schema
             if row.get("domainMetadata") and row["domainMetadata"]["domain"] == "delta.clustering":
                 domains.append(row["domainMetadata"])
     for commit in sorted(log.glob("*.json")):
-        if int(commit.stem) <= start:
+        if not commit.stem.isdigit() or int(commit.stem) <= start:
             continue
         for line in commit.read_text().splitlines():
             action = json.loads(line)
@@ -160,6 +176,14 @@ def test_lab13_a_nested_key_is_its_whole_path(spark, at_test_seed):
 def test_lab13_every_part_of_a_nested_path_is_mapped(spark, at_test_seed):
     message = failure(check_clustering_columns, lambda path: _read_log(path, nested="top level"))
     assert "every part of a nested key's path" in message, message
+
+
+def test_lab13_a_v2_checkpoint_is_read_too(spark, at_test_seed):
+    """Every seed has a table whose keys are only in a v2 checkpoint's top-level JSON file (N.checkpoint.<uuid>.json):
+    an answer that looks only for Parquet checkpoints finds none, and one that opens N.checkpoint.parquet fails."""
+    for wrong in ("parquet", "classic"):
+        message = failure(check_clustering_columns, lambda path: _read_log(path, checkpoints_named=wrong))
+        assert "v2 checkpoint" in message and "N.checkpoint.<uuid>.json" in message and "v2Checkpoint.path" in message, message
 
 
 def test_lab13_the_last_domain_wins(spark, at_test_seed):

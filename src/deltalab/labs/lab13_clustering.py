@@ -5,8 +5,9 @@
 ``CLUSTER BY`` one or two columns drawn, a field of a struct column (``loc.zip``, under column mapping), column
 mapping on or off, a clustering column renamed, the keys
 changed by ``ALTER TABLE ... CLUSTER BY`` once or twice or removed (``CLUSTER BY NONE``), clustering turned
-on for an existing table, a table never clustered, a checkpoint after the last change or not, and the
-commits before that checkpoint cleaned up. The answer must come from the log alone: no Spark, no course
+on for an existing table, a table never clustered, a checkpoint after the last change or not, the
+commits before that checkpoint cleaned up, and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
+the commits before it cleaned up. The answer must come from the log alone: no Spark, no course
 reader, nothing written.
 
 ``check_optimize_rewrites`` compares ``optimize_rewrites(path, threshold)`` with the files a real ``OPTIMIZE``
@@ -162,6 +163,47 @@ def _write_nested_keys_table(spark: Any, path: str, rng: random.Random) -> KeysT
                            "column mapping on)", _describe_clustering(spark, path), [], True, False, "nested")
 
 
+def _write_v2_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable:
+    """A table whose checkpoint is a v2 checkpoint (``delta.checkpointPolicy = 'v2'``), with the commits before it
+    cleaned up: its keys are only in the UUID-named top-level file ``N.checkpoint.<uuid>.json`` (Delta's default
+    top-level format; the add actions are in ``_sidecars/``). Column mapping and a change of keys before the
+    checkpoint are drawn."""
+    mapped = rng.random() < 0.5
+    properties = {"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"}
+    if mapped:
+        properties["delta.columnMapping.mode"] = "name"
+    keys = rng.sample(COLUMNS, rng.randint(1, 2))
+    history = [list(keys)]
+    _create(spark, path, keys, properties)
+    _append(spark, path, rng, rng.randint(5, 40))
+    if rng.random() < 0.5:
+        keys = rng.sample([c for c in COLUMNS if c not in history[-1]], rng.randint(1, 2))
+        spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
+        history.append(list(keys))
+    last_change = latest_version(path)
+    log = Path(path) / "_delta_log"
+
+    def v2_checkpoints() -> list[int]:
+        return sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.*.json"))
+
+    while not v2_checkpoints() or v2_checkpoints()[-1] < last_change:
+        _append(spark, path, rng, rng.randint(3, 10))
+    checkpoint = v2_checkpoints()[-1]
+    for _ in range(rng.randint(0, 1)):   # a commit after the checkpoint, or none
+        _append(spark, path, rng, rng.randint(3, 10))
+    clean_up_commits(path, checkpoint)
+    top_level = next(log.glob(f"{checkpoint:020d}.checkpoint.*.json"))
+    assert not (log / f"{checkpoint:020d}.checkpoint.parquet").exists(), "a v2 checkpoint has no classic name"
+    assert json.loads((log / "_last_checkpoint").read_text())["v2Checkpoint"]["path"] == top_level.name
+    assert any(json.loads(line).get("domainMetadata", {}).get("domain") == "delta.clustering"
+               for line in top_level.read_text().splitlines()), "the keys are in the top-level file"
+    expected = _describe_clustering(spark, path)
+    assert expected == keys, (expected, keys)
+    return KeysTable(path, "a generated table whose checkpoint is a v2 checkpoint (delta.checkpointPolicy = 'v2')"
+                           + (" with column mapping on" if mapped else "") + ", its commits before that checkpoint cleaned up",
+                     expected, history[:-1], mapped, True, "v2")
+
+
 def _logs_present(tables: list[Any]) -> bool:
     return all(Path(table.path, "_delta_log").is_dir() for table in tables)
 
@@ -174,7 +216,8 @@ def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
         rng.shuffle(kinds)
         tables = [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
         # Built last, so that the tables above stay those of earlier versions at the same seed.
-        return [*tables, _write_nested_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
+        tables.append(_write_nested_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
+        return [*tables, _write_v2_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
 
     return build_once(f"lab13_keys_{seed}", build, _logs_present)
 
@@ -190,6 +233,13 @@ def _example_keys(spark: Any) -> KeysTable:
                          _describe_clustering(spark, path), [["city"]], kind="altered")
 
     return build_once("lab13_keys_example", build, lambda table: _logs_present([table]))
+
+
+#: What a reader of v2 checkpoints must know: said when an answer is wrong on the v2 table, or raised on it.
+_V2_FIX = ("this table's last checkpoint is a v2 checkpoint (delta.checkpointPolicy = 'v2'): its top-level file is "
+          "N.checkpoint.<uuid>.json (or .parquet), not N.checkpoint.parquet, and _last_checkpoint names it in "
+          "v2Checkpoint.path; a JSON one holds one action per line, metaData and domainMetadata among them (its add "
+          "actions are in the sidecar files of _delta_log/_sidecars/).")
 
 
 def _keys_fix(table: KeysTable, answer: list[str]) -> str:
@@ -208,6 +258,8 @@ def _keys_fix(table: KeysTable, answer: list[str]) -> str:
     if answer in table.earlier:
         return ("the keys changed after that: every ALTER TABLE ... CLUSTER BY writes a new domainMetadata action for "
                 "delta.clustering, and the last one (in commit order, after the checkpoint's) is in force.")
+    if table.kind == "v2":
+        return _V2_FIX
     if table.cleaned and not answer and table.expected:
         return ("the commits before the checkpoint are gone: the checkpoint's domainMetadata column holds the domains in "
                 "force at its version; start from it, then apply the commits after it.")
@@ -257,6 +309,7 @@ def _call_from_log(check: str, func: Callable[..., Any], name: str, table: str, 
 def _check_keys(check: str, clustering_columns: Callable[[str], list[str]], table: KeysTable, seed: int | None,
                 hint: str) -> None:
     on = None if seed is None else table.what
+    hint = _V2_FIX if table.kind == "v2" else hint
     answer = _as_names(check, "clustering_columns",
                        _call_from_log(check, clustering_columns, "clustering_columns", table.path, hint=hint,
                                       seed=seed, on=on), seed)
@@ -278,8 +331,8 @@ def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> 
     for table in tables:
         _check_keys(check, clustering_columns, table, seed, hint)
     passed(check, f"reads the keys of {len(tables) + 1} tables from their logs alone: ALTER TABLE ... CLUSTER BY, "
-                  "CLUSTER BY NONE, column mapping and renames, a field of a struct column, checkpoints with the "
-                  "commits before them cleaned up.")
+                  "CLUSTER BY NONE, column mapping and renames, a field of a struct column, classic and v2 checkpoints "
+                  "with the commits before them cleaned up.")
 
 
 # ---------------------------------------------------------------------------- the OPTIMIZE tables
