@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deltalab.errors import DeltaLabError
-from deltalab.log import (deleted_rows, deletion_vector_file, dv_id, latest_version, log_file_actions, read_log, replay_log,
+from deltalab.log import (z85_decode, deleted_rows, deletion_vector_file, dv_id, latest_version, log_file_actions, read_log, replay_log,
                           short_file_name)
 from deltalab.session import temporary_conf
 
@@ -224,3 +224,9 @@ def test_deleted_rows_are_the_positions_delta_deleted(spark, tmp_path: Path, del
     (Path(path) / deletion_vector_file(add["deletionVector"])).unlink()
     with pytest.raises(DeltaLabError, match="is missing"):
         deleted_rows(path, add["deletionVector"])
+
+
+def test_z85_decode_is_zeromqs_z85():
+    """RFC 32's own example, and the 20 characters of a deletion vector's UUID give 16 bytes."""
+    assert z85_decode("HelloWorld") == bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
+    assert len(z85_decode("0" * 20)) == 16 and z85_decode("") == b""

@@ -60,6 +60,7 @@ __all__ = [
     "read_log",
     "replay_log",
     "short_file_name",
+    "z85_decode",
 ]
 
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -235,19 +236,16 @@ def deletion_vector_file(dv: dict[str, Any] | None) -> str | None:
     if not dv or dv.get("storageType") != "u":
         return None
     encoded = str(dv["pathOrInlineDv"])
-    raw = bytearray()
-    for start in range(len(encoded) - 20, len(encoded), 5):
-        value = 0
-        for char in encoded[start:start + 5]:
-            value = value * 85 + _Z85.index(char)
-        raw += value.to_bytes(4, "big")
-    name = f"deletion_vector_{uuid.UUID(bytes=bytes(raw))}.bin"
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded[-20:]))}.bin"
     prefix = encoded[:-20]
     return f"{prefix}/{name}" if prefix else name
 
 
-def _z85_decode(encoded: str) -> bytes:
-    """Z85 text (5 characters for 4 bytes, big-endian) back to bytes."""
+def z85_decode(encoded: str) -> bytes:
+    """Z85 text back to bytes: each 5 characters, a base-85 number, are 4 bytes, big-endian (ZeroMQ's RFC 32).
+
+    Delta writes binary values into its JSON with it: a deletion vector's UUID or inline bitmap
+    (``pathOrInlineDv``), and a variant column's bounds in the statistics (PROTOCOL.md)."""
     raw = bytearray()
     for start in range(0, len(encoded) - len(encoded) % 5, 5):
         value = 0
@@ -331,7 +329,7 @@ def deleted_rows(table_path: str | os.PathLike[str], dv: dict[str, Any] | None) 
     if not dv:
         return []
     if dv["storageType"] == "i":
-        data = _z85_decode(str(dv["pathOrInlineDv"]))
+        data = z85_decode(str(dv["pathOrInlineDv"]))
     else:
         relative = deletion_vector_file(dv)
         file = Path(table_path) / relative if relative else Path(unquote(urlparse(str(dv["pathOrInlineDv"])).path))
