@@ -102,3 +102,25 @@ def test_delta_log_files_read_names_a_v2_checkpoints_sidecars_and_the_commits_af
     assert len(sidecars) == 3, "9 adds, 3 per sidecar"
     assert [n for n in names if n.endswith(".json") and ".checkpoint." not in n] == [f"{4:020d}.json"]
     assert jvm.delta_log_files_read(spark, path, 1) == [f"{0:020d}.json", f"{1:020d}.json"], "no checkpoint yet"
+
+
+def test_delta_setting_is_internal_reads_deltas_declaration(spark) -> None:
+    from deltalab.errors import DeltaLabError
+
+    assert jvm.delta_setting_is_internal(spark, "optimize.clustering.mergeStrategy.minCubeSize.threshold")
+    assert not jvm.delta_setting_is_internal(spark, "autoCompact.enabled"), "documented: public"
+    with pytest.raises(DeltaLabError, match="no session setting called"):
+        jvm.delta_setting_is_internal(spark, "no.such.setting")
+
+
+def test_table_feature_is_deltas_own_description(spark) -> None:
+    from deltalab.errors import DeltaLabError
+
+    row_tracking = jvm.table_feature(spark, "rowTracking")
+    assert (row_tracking.min_reader, row_tracking.min_writer, row_tracking.reader_writer) == (0, 7, False)
+    assert "domainMetadata" in row_tracking.requires and row_tracking.removable
+    assert jvm.table_feature(spark, "deletionVectors").reader_writer
+    every = jvm.table_features(spark)
+    assert every["rowTracking"] == row_tracking and not every["clustering"].removable
+    with pytest.raises(DeltaLabError, match="no table feature called 'rowTrackin'"):
+        jvm.table_feature(spark, "rowTrackin")

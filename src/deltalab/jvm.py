@@ -13,7 +13,10 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
 * :class:`JvmTransaction` is Delta's ``OptimisticTransaction``, started and committed by hand,
   for the one conflict no SQL operation reaches;
 * :func:`log_store_class_for` names the ``LogStore`` Delta picks for a URI scheme;
-* :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default;
+* :func:`delta_setting` reads a ``spark.databricks.delta.*`` session setting, or Delta's default, and
+  :func:`delta_setting_is_internal` whether Delta declares it internal;
+* :func:`table_feature` is Delta's description of one table feature (``TableFeature``), and
+  :func:`table_features` of every feature it supports;
 * :func:`version_at_time` is the version time travel resolves a time to (``DeltaHistoryManager``);
 * :func:`protocol_features` is the table features a version's ``protocol`` makes a client implement
   to read it and to write it (``Protocol.implicitlyAndExplicitlySupportedFeatures``);
@@ -24,7 +27,7 @@ through PySpark's py4j gateway, so a change of Delta's internals is mended here 
 None of these is public API of Delta: they are what its own commands call, read from Delta
 4.4.0's sources (``DeltaLog.scala``, ``Snapshot.scala``, ``OptimisticTransaction.scala``,
 ``DelegatingLogStore.scala``, ``DeltaSQLConf.scala``, ``DeltaHistoryManager.scala``,
-``TableFeatureSupport.scala``).
+``TableFeatureSupport.scala``, ``TableFeature.scala``).
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ __all__ = [
     "delta_log_segment",
     "delta_log_files_read",
     "delta_setting",
+    "delta_setting_is_internal",
     "load_snapshot",
     "log_store_class_for",
+    "FeatureFacts",
     "protocol_features",
+    "table_feature",
+    "table_features",
     "version_at_time",
     "write_checkpoint",
     "write_through_log_store",
@@ -195,6 +202,48 @@ def protocol_features(spark: Any, table_path: str | os.PathLike[str], version: i
     return needed
 
 
+@dataclass(frozen=True)
+class FeatureFacts:
+    """What Delta's ``TableFeature`` object says of a feature: the protocol versions it needs (a
+    ``min_reader`` of 0 means no reader requirement: a writer feature), whether readers must know it
+    too, the features enabling it pulls in, and whether ``DROP FEATURE`` can ever remove it."""
+
+    name: str
+    min_reader: int
+    min_writer: int
+    reader_writer: bool
+    requires: tuple[str, ...]
+    removable: bool
+
+
+def _feature_facts(spark: Any, feature: Any) -> FeatureFacts:
+    required = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(feature.requiredFeatures())
+    return FeatureFacts(str(feature.name()), int(feature.minReaderVersion()), int(feature.minWriterVersion()),
+                        bool(feature.isReaderWriterFeature()), tuple(sorted(str(f.name()) for f in required)),
+                        bool(feature.isRemovable()))
+
+
+def table_feature(spark: Any, name: str) -> FeatureFacts:
+    """Delta's description of the table feature called ``name`` as the protocol lists it
+    (``TableFeature.featureNameToFeature``, ``TableFeature.scala``)."""
+    found = _delta(spark).TableFeature.featureNameToFeature(name)
+    if not found.isDefined():
+        raise DeltaLabError(f"Delta has no table feature called {name!r}.",
+                            fix="Use a name as the protocol action lists it (readerFeatures/writerFeatures), e.g. "
+                                "'deletionVectors'; table_features(spark) lists every one.")
+    return _feature_facts(spark, found.get())
+
+
+def table_features(spark: Any) -> dict[str, FeatureFacts]:
+    """Every table feature this Delta supports, by name (``TableFeature.allSupportedFeaturesMap``)."""
+    every = _delta(spark).TableFeature.allSupportedFeaturesMap().values().iterator()
+    facts = {}
+    while every.hasNext():
+        feature = _feature_facts(spark, every.next())
+        facts[feature.name] = feature
+    return dict(sorted(facts.items()))
+
+
 def log_store_class_for(spark: Any, scheme: str) -> str:
     """The LogStore class Delta uses by default for a URI scheme (``file``, ``s3a``, ``gs``, ...)."""
     module = getattr(getattr(_delta(spark).storage, "DelegatingLogStore$"), "MODULE$")
@@ -209,16 +258,29 @@ def delta_setting(spark: Any, name: str) -> str | None:
     Delta registers its settings with Spark when its ``DeltaSQLConf`` object is first used, so
     until a Delta command has run, ``spark.conf.get`` does not know them. This uses the object
     first, so the answer does not depend on what ran before."""
+    key, entry = _setting_entry(spark, name)
+    value = spark.conf.get(key, None)
+    if value is None and str(entry.defaultValueString()) != "<undefined>":
+        value = str(entry.defaultValueString())
+    return value
+
+
+def delta_setting_is_internal(spark: Any, name: str) -> bool:
+    """Whether Delta declares the session setting ``spark.databricks.delta.<name>`` ``.internal()``
+    (``DeltaSQLConf.scala``): left out of its documentation, free to change between releases, so a
+    notebook that turns one on says so."""
+    return not bool(_setting_entry(spark, name)[1].isPublic())
+
+
+def _setting_entry(spark: Any, name: str) -> tuple[str, Any]:
+    """The full key and Spark's ``ConfigEntry`` of Delta's session setting ``name`` (registered first)."""
     key = f"spark.databricks.delta.{name}"
     getattr(getattr(_delta(spark).sources, "DeltaSQLConf$"), "MODULE$").DELTA_COLLECT_STATS()   # registers its settings
     entry = getattr(getattr(spark._jvm.org.apache.spark.sql.internal, "SQLConf$"), "MODULE$").getConfigEntry(key)
     if entry is None:
         raise DeltaLabError(f"Delta has no session setting called {key!r}.",
                             fix="Check the name against Delta's DeltaSQLConf.scala, without the prefix spark.databricks.delta.")
-    value = spark.conf.get(key, None)
-    if value is None and str(entry.defaultValueString()) != "<undefined>":
-        value = str(entry.defaultValueString())
-    return value
+    return key, entry
 
 
 #: Delta's refusals of a time outside a table's history, by error condition.
