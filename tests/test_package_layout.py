@@ -242,3 +242,38 @@ def test_no_public_name_exists_only_for_tests():
                         if public not in course and public in tests)
     assert not only_tests, ("used only by tests; move them to tests/support (or into the test file that uses them): "
                             + ", ".join(only_tests))
+
+
+#: PySpark's doors into the JVM (py4j): reaching through one of them is the work of the modules below.
+PY4J_DOORS = {"_jvm", "_jsparkSession", "_jdf", "_jsc", "_gateway"}
+#: The modules whose work is the JVM: Delta's classes (jvm), Spark's (spark_jvm), Delta Kernel's (kernel), and what
+#: starts the JVM and speaks to it (gateway, session, class_archive).
+JVM_MODULES = {"deltalab.jvm", "deltalab.spark_jvm", "deltalab.kernel", "deltalab.gateway", "deltalab.session",
+               "deltalab.class_archive"}
+#: Notebooks that still reach into the JVM themselves, with how many times: each is to move into deltalab.jvm or
+#: deltalab.spark_jvm (issue 57). A number may only go down; a notebook may not join the table.
+NOTEBOOK_REACH_INS = {"00b_the_course_session": 1, "02_the_transaction_log": 1, "06_schema_enforcement_and_evolution": 1,
+                      "07_data_skipping": 2, "10b_table_maintenance": 1, "11_object_stores": 4, "12_other_engines": 2,
+                      "13_liquid_clustering": 4, "15_the_log_at_scale": 3}
+
+
+def _py4j_reach_ins(source: str) -> int:
+    return sum(isinstance(node, ast.Attribute) and node.attr in PY4J_DOORS for node in ast.walk(ast.parse(source)))
+
+
+def test_py4j_is_reached_only_through_the_jvm_modules():
+    """The package README's rule, kept: py4j is reached in the JVM modules; elsewhere, their functions are called."""
+    package = sorted(name for name, path in MODULES.items() if name not in JVM_MODULES and _py4j_reach_ins(path.read_text()))
+    assert not package, f"these modules reach into the JVM through py4j; ask deltalab.jvm or deltalab.spark_jvm: {package}"
+    found = {}
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb")) + sorted((REPO / "labs" / "source").glob("*/*.ipynb"))
+    for notebook in notebooks:
+        cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+        count = sum(_py4j_reach_ins("".join(cell["source"])) for cell in cells)
+        if count:
+            found[notebook.stem] = count
+    grown = {name: count for name, count in found.items() if count > NOTEBOOK_REACH_INS.get(name, 0)}
+    assert not grown, (f"these notebooks reach into the JVM through py4j more than they did ({grown}, before: "
+                       f"{ {n: NOTEBOOK_REACH_INS.get(n, 0) for n in grown} }): call a function of deltalab.jvm or "
+                       "deltalab.spark_jvm (add one there if none answers)")
+    assert found == NOTEBOOK_REACH_INS, f"fewer reach-ins than the table says: lower NOTEBOOK_REACH_INS to {found}"
