@@ -55,9 +55,9 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
                              "larger": {"num_files": 150, "rows_per_file": 2000, "lookups_per_column": 80,
                                         "events_rows": 200_000, "events_files": 16, "seed": 1}},
     "14_table_features": {"smallest": {"rows": 20}, "larger": {"rows": 2000, "seed": 1}},
-    "15_the_log_at_scale": {"smallest": {"files": 1000, "commits": 1, "part_size": 500, "small_commits": 6,
+    "15_the_log_at_scale": {"smallest": {"files": 2000, "commits": 1, "parts": 2, "small_commits": 6,
                                          "listed_objects": 100, "latency_ms": 0},
-                            "larger": {"files": 120_000, "commits": 19, "part_size": 25_000, "small_commits": 20,
+                            "larger": {"files": 120_000, "commits": 19, "parts": 6, "small_commits": 20,
                                        "listed_objects": 4000, "latency_ms": 50, "seed": 1}},
 }
 
