@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import Watched, call_student, calls_watched, course_log_readers, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
-from deltalab.log import latest_version, read_log, replay_log
+from deltalab.log import checkpoint_versions, latest_version, read_log, replay_log
 from deltalab.session import temporary_conf
 
 __all__ = ["CheckFailed", "DEFAULT_THRESHOLD", "THRESHOLD_SETTING", "check_clustering_columns",
@@ -182,21 +182,23 @@ def _write_v2_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable
         history.append(list(keys))
     last_change = latest_version(path)
     log = Path(path) / "_delta_log"
-
-    def v2_checkpoints() -> list[int]:
-        return sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.*.json"))
-
-    while not v2_checkpoints() or v2_checkpoints()[-1] < last_change:
+    # Under delta.checkpointPolicy = 'v2' every checkpoint Delta writes is a v2 one (asserted below for the last).
+    while not checkpoint_versions(path) or checkpoint_versions(path)[-1] < last_change:
         _append(spark, path, rng, rng.randint(3, 10))
-    checkpoint = v2_checkpoints()[-1]
+    checkpoint = checkpoint_versions(path)[-1]
     for _ in range(rng.randint(0, 1)):   # a commit after the checkpoint, or none
         _append(spark, path, rng, rng.randint(3, 10))
     clean_up_commits(path, checkpoint)
     top_level = next(log.glob(f"{checkpoint:020d}.checkpoint.*.json"))
     assert not (log / f"{checkpoint:020d}.checkpoint.parquet").exists(), "a v2 checkpoint has no classic name"
     assert json.loads((log / "_last_checkpoint").read_text())["v2Checkpoint"]["path"] == top_level.name
-    assert any(json.loads(line).get("domainMetadata", {}).get("domain") == "delta.clustering"
-               for line in top_level.read_text().splitlines()), "the keys are in the top-level file"
+    actions = [json.loads(line) for line in top_level.read_text().splitlines()]
+    assert any(action.get("domainMetadata", {}).get("domain") == "delta.clustering"
+               for action in actions), "the keys are in the top-level file"
+    sidecars = [action["sidecar"]["path"] for action in actions if "sidecar" in action]
+    assert sidecars and all((log / "_sidecars" / name).is_file() for name in sidecars), \
+        "the add actions are in the sidecar files the top-level file names"
+    assert not any("add" in action for action in actions), "the top-level file holds no add action"
     expected = _describe_clustering(spark, path)
     assert expected == keys, (expected, keys)
     return KeysTable(path, "a generated table whose checkpoint is a v2 checkpoint (delta.checkpointPolicy = 'v2')"
