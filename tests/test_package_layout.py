@@ -149,6 +149,77 @@ def test_notebooks_define_no_helper_the_package_has():
     assert not offenders, "these notebook cells redefine a deltalab helper; call the package's: " + "; ".join(offenders)
 
 
+def _deltalab_names(tree: ast.AST) -> set[str]:
+    """The names a notebook binds to deltalab: functions it imports from the package and module aliases."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "deltalab":
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names
+                         if alias.name.split(".")[0] == "deltalab")
+    return names
+
+
+def _forwarding_wrappers(tree: ast.AST, package: set[str]) -> list[tuple[str, str]]:
+    """(name, the call) of each function whose whole body (its docstring aside) is one call of the package,
+    returned or not, with its arguments passed through as they came (its own parameters, the session
+    ``spark`` and constants): a second name for a package helper, which a notebook should call by its own
+    name. A function that binds one of the notebook's own tables (``silver_changes(first, last)`` reads
+    ``silver``'s change feed) names a step of the lesson and is not counted."""
+    def from_package(func: ast.expr) -> bool:
+        while isinstance(func, ast.Attribute):
+            func = func.value
+        return isinstance(func, ast.Name) and func.id in package
+
+    def passed_through(value: ast.expr, parameters: set[str]) -> bool:
+        value = value.value if isinstance(value, ast.Starred) else value
+        return isinstance(value, ast.Constant) or isinstance(value, ast.Name) and value.id in parameters
+
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        arguments = node.args
+        parameters = {"spark"} | {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                                  *filter(None, [arguments.vararg, arguments.kwarg])]}
+        body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], (ast.Return, ast.Expr)):
+            continue
+        call = body[0].value
+        if isinstance(call, ast.Call) and from_package(call.func) and \
+                all(passed_through(a, parameters) for a in call.args) and \
+                all(passed_through(k.value, parameters) for k in call.keywords):
+            found.append((node.name, ast.unparse(call)))
+    return found
+
+
+def test_the_forwarding_check_finds_a_second_name_for_a_package_helper():
+    cell = ast.parse('from deltalab import spark_files\nimport deltalab.log as lg\n'
+                     'def table_files(path):\n    """Spark\'s files."""\n    return spark_files(spark, path, relative=True)\n'
+                     'def versions(path):\n    lg.checkpoint_versions(path)\n'
+                     'def names(path):\n    return {f.rsplit("/", 1)[1] for f in spark_files(spark, path)}\n'
+                     'def silver_files(version):\n    return spark_files(spark, silver, version)\n')
+    found = _forwarding_wrappers(cell, _deltalab_names(cell))
+    assert [name for name, _ in found] == ["table_files", "versions"], found
+
+
+def test_notebooks_define_no_second_name_for_a_package_helper():
+    """The rule by call, beside the rule by name above: a notebook function that only forwards its
+    arguments to one deltalab function is that function under another name."""
+    offenders = []
+    notebooks = sorted((REPO / "notebooks").glob("*.ipynb")) + sorted((REPO / "labs" / "source").glob("*/*.ipynb"))
+    for notebook in notebooks:
+        cells = [(index, ast.parse("".join(cell["source"])))
+                 for index, cell in enumerate(json.loads(notebook.read_text())["cells"]) if cell["cell_type"] == "code"]
+        package = set().union(*(_deltalab_names(tree) for _, tree in cells))
+        for index, tree in cells:
+            offenders += [f"{notebook.relative_to(REPO)} cell {index}: {name} only calls {call}"
+                          for name, call in _forwarding_wrappers(tree, package)]
+    assert not offenders, "these notebook functions are a package helper under another name; call it: " + \
+        "; ".join(offenders)
+
+
 #: Where a file is renamed, replaced or locked outside deltalab.publish, and why that is not publishing.
 NOT_PUBLISHING = {
     "deltalab.holds": "hold_gate's marker (O_EXCL) is made inside a function Spark ships by value to its Python "
