@@ -230,3 +230,24 @@ def test_z85_decode_is_zeromqs_z85():
     """RFC 32's own example, and the 20 characters of a deletion vector's UUID give 16 bytes."""
     assert z85_decode("HelloWorld") == bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
     assert len(z85_decode("0" * 20)) == 16 and z85_decode("") == b""
+
+
+def test_file_lifetimes_follow_each_file_from_its_add_to_its_remove(tmp_path: Path) -> None:
+    table = write_log(tmp_path / "t", [
+        [PROTOCOL, METADATA, add("a.parquet", 5), add("b.parquet", 3)],
+        [remove("a.parquet"), add("a.parquet", 5, DV), add("c.parquet", 2)],
+        [remove("b.parquet"), {"commitInfo": {"operation": "DELETE"}}],
+    ])
+    lifetimes = read_log(table).file_lifetimes()
+    assert [(f.path, f.added, f.removed, f.deletion_vector, f.rows) for f in lifetimes] == [
+        ("a.parquet", 0, 1, False, 5), ("b.parquet", 0, 2, False, 3),
+        ("a.parquet", 1, None, True, 5), ("c.parquet", 1, None, False, 2)]
+    live = sorted((f.path, f.deletion_vector) for f in lifetimes if f.removed is None)
+    assert live == sorted((path, dv is not None) for path, dv in replay_log(table).files), "the open bars are the state"
+
+
+def test_file_lifetimes_need_the_log_from_version_0(tmp_path: Path) -> None:
+    table = write_log(tmp_path / "t", [[PROTOCOL, METADATA, add("a.parquet", 5)], [add("b.parquet", 1)]])
+    (table / "_delta_log" / f"{0:020d}.json").unlink()
+    with pytest.raises(DeltaLabError, match="starts at version 1, not 0"):
+        read_log(table).file_lifetimes()

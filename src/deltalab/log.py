@@ -35,7 +35,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "DeltaLog",
+    "FileLifetime",
     "TableState",
     "checkpoint_versions",
     "commit_info",
@@ -360,6 +361,20 @@ def dv_id(dv: dict[str, Any] | None) -> str | None:
     return f"{dv['storageType']}{dv['pathOrInlineDv']}" + (f"@{offset}" if offset is not None else "")
 
 
+@dataclass(frozen=True)
+class FileLifetime:
+    """One data file's time in the table, as the log tells it: the version whose commit added it and the
+    version whose commit removed it (``None``: the table still has it). A file Delta re-adds with a new
+    deletion vector starts a new lifetime under the same path (``deletion_vector`` true), as the table
+    state keys files by (path, deletion vector)."""
+
+    path: str
+    added: int
+    removed: int | None
+    deletion_vector: bool
+    rows: int | None
+
+
 @dataclass
 class DeltaLog:
     """Every commit of a table, as read from ``_delta_log/*.json``.
@@ -385,6 +400,36 @@ class DeltaLog:
                 fix="Pick one of the versions present.",
             )
         return self.commits[version]
+
+    def file_lifetimes(self) -> list[FileLifetime]:
+        """Each data file from the commit that added it to the one that removed it, in the order of the adds.
+
+        Needs every commit from version 0 (a file added before the oldest commit still in the log has no
+        known start); a file's key is (path, deletion vector), as in :func:`replay_log`.
+        """
+        if not self.commits or self.versions[0] != 0:
+            raise DeltaLabError(
+                f"{self.table_path}/_delta_log starts at version {self.versions[0] if self.commits else 'none'}, "
+                "not 0: the files added before it have no known start.",
+                fix="Draw file lifetimes on a table whose log still has every commit (before a log clean-up).",
+            )
+        lifetimes: list[FileLifetime] = []
+        open_at: dict[tuple[str, str | None], int] = {}
+        for version in self.versions:
+            for action in self.commits[version]:
+                kind, body = next(iter(action.items()))
+                if kind not in ("add", "remove"):
+                    continue
+                key = (body["path"], dv_id(body.get("deletionVector")))
+                if kind == "add":
+                    stats = json.loads(body["stats"]) if body.get("stats") else {}
+                    open_at[key] = len(lifetimes)
+                    lifetimes.append(FileLifetime(body["path"], version, None, key[1] is not None,
+                                                  stats.get("numRecords")))
+                elif key in open_at:
+                    index = open_at.pop(key)
+                    lifetimes[index] = replace(lifetimes[index], removed=version)
+        return lifetimes
 
     def to_pandas(self, versions: Iterable[int] | None = None) -> pd.DataFrame:
         """One row per action: version, action, file, rows, size, dataChange, deletion vector, operation.

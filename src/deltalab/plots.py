@@ -1,24 +1,33 @@
-"""Pictures: matplotlib plots for the data-skipping and Z-order notebooks, a coloured conflict matrix.
+"""Pictures: matplotlib plots of the log's files over versions, for the data-skipping and Z-order
+notebooks, a coloured conflict matrix.
 
-Each function draws on the given ``ax`` (or a new figure) and returns the Axes, so notebooks can
-lay several out side by side. Nothing here talks to Spark: the inputs are pandas DataFrames from
-:func:`deltalab.skipping.file_stats` and the effectiveness table, or NumPy arrays from
-:mod:`deltalab.curves`.
+Each function draws on the given ``ax`` (or a new figure), so notebooks can lay several out side by
+side. The older ones return the Axes; the newer return :class:`Drawn`, the Axes and one row per mark
+drawn, so that a notebook can assert the picture against its table. Nothing here talks to Spark: the
+inputs are pandas DataFrames from :func:`deltalab.skipping.file_stats` and the effectiveness table,
+NumPy arrays from :mod:`deltalab.curves`, or :class:`deltalab.log.FileLifetime` lists. Colours are
+Okabe and Ito's, which colour-blind readers tell apart.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+from urllib.parse import unquote
 
 import numpy as np
 
 from deltalab.errors import DeltaLabError
+from deltalab.log import short_file_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
     from matplotlib.axes import Axes
 
-__all__ = ["plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+    from deltalab.log import FileLifetime
+
+__all__ = ["Drawn", "plot_file_lifetimes", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -37,6 +46,70 @@ def _require(frame: "pd.DataFrame", columns: Sequence[str], what: str) -> None:
             f"{what} needs the columns {missing}, which the DataFrame lacks (it has {list(frame.columns)}).",
             fix="Pass the table built by the notebook (file_stats output or the effectiveness table).",
         )
+
+
+#: Okabe and Ito's palette (blue, orange, bluish green, vermillion): told apart with any colour vision.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00")
+
+
+@dataclass
+class Drawn:
+    """What a plot drew: its Axes, and ``data``, one row per mark, for the notebook to assert against the table."""
+
+    ax: Any
+    data: "pd.DataFrame"
+
+
+def _file_label(path: str) -> str:
+    """A data file's short label: the book's ``part-00000`` and the first four characters of its UUID
+    (``part-00000-3f2a``), partition folders kept, so that two files of one task number differ."""
+    folder, _, name = path.rpartition("/")
+    match = re.match(r"(part-\d+)-([0-9a-f]{4})", name)
+    label = f"{match.group(1)}-{match.group(2)}" if match else short_file_name(name)
+    return f"{unquote(folder)}/{label}" if folder else label
+
+
+def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" = None,
+                        title: str | None = None) -> Drawn:
+    """Each data file as a bar over versions, from the commit that added it to the one that removed it
+    (:meth:`deltalab.log.DeltaLog.file_lifetimes`); a file still in the table runs to the right edge.
+    Files re-added with a deletion vector are drawn in a second colour and hatched.
+
+    ``Drawn.data`` has one row per bar: ``file`` (the log's path), ``added``, ``removed`` (``None``: live),
+    ``deletion_vector`` and ``rows``, in the order drawn, top to bottom.
+    """
+    import pandas as pd
+    from matplotlib.patches import Patch
+
+    if not lifetimes:
+        raise DeltaLabError("plot_file_lifetimes got no file lifetimes: the table's log adds no file.",
+                            fix="Pass read_log(path).file_lifetimes() of a table with data.")
+    data = pd.DataFrame([{"file": f.path, "added": f.added, "removed": f.removed,
+                          "deletion_vector": f.deletion_vector, "rows": f.rows} for f in lifetimes])
+    data["removed"] = data["removed"].astype(object).where(data["removed"].notna(), None)
+    last = int(max(data["added"].max(), data["removed"].dropna().max() if data["removed"].notna().any() else 0))
+    ax = _axes(ax, (7, 0.35 * len(data) + 1.4))
+    for y, row in data.iterrows():
+        end = last + 1 if row["removed"] is None else row["removed"]
+        colour = OKABE_ITO[1] if row["deletion_vector"] else OKABE_ITO[0]
+        ax.barh(y, end - row["added"], left=row["added"], height=0.6, color=colour,
+                hatch="//" if row["deletion_vector"] else None, edgecolor="black", linewidth=0.5)
+    ax.set_yticks(range(len(data)), [_file_label(f) + (" + DV" if dv else "")
+                                      for f, dv in zip(data["file"], data["deletion_vector"])], fontsize="small")
+    ax.invert_yaxis()
+    # Version v is the column [v, v + 1): a bar covers the versions whose readers read the file.
+    ax.set_xticks([v + 0.5 for v in range(last + 1)], [str(v) for v in range(last + 1)])
+    ax.set_xticks(range(last + 2), minor=True)
+    ax.tick_params(axis="x", which="major", length=0)
+    ax.grid(axis="x", which="minor", linewidth=0.4, alpha=0.6)
+    ax.set_xlim(0, last + 1)
+    ax.set_xlabel("table version (a file's bar covers the versions that read it)")
+    ax.set_title(title or "data files over versions", fontsize="medium")
+    handles = [Patch(color=OKABE_ITO[0], label="data file")]
+    if data["deletion_vector"].any():
+        handles.append(Patch(facecolor=OKABE_ITO[1], hatch="//", edgecolor="black", label="re-added with a deletion vector"))
+    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
+    return Drawn(ax, data)
 
 
 def plot_effectiveness(
