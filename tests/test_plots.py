@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
-from deltalab.plots import OKABE_ITO, plot_file_lifetimes  # noqa: E402
+from deltalab.plots import OKABE_ITO, plot_file_lifetimes, plot_skipping  # noqa: E402
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -41,3 +41,21 @@ def test_file_lifetimes_draw_one_bar_per_lifetime_from_add_to_remove():
 def test_file_lifetimes_of_nothing_are_refused_plainly():
     with pytest.raises(DeltaLabError, match="no file lifetimes"):
         plot_file_lifetimes([])
+
+
+def test_skipping_draws_each_files_range_the_value_and_what_was_read():
+    import pandas as pd
+
+    stats = pd.DataFrame({"path": ["c.parquet", "a.parquet", "b.parquet"], "min.id": [20, 0, 10], "max.id": [29, 9, 19]})
+    drawn = plot_skipping(stats, "id", 12, ["b.parquet"])
+    assert list(drawn.data["file"]) == ["a.parquet", "b.parquet", "c.parquet"], "sorted by min, top to bottom"
+    assert list(drawn.data["read"]) == [False, True, False]
+    bars = drawn.ax.patches
+    assert [(bar.get_x(), bar.get_x() + bar.get_width()) for bar in bars] == [(0, 9), (10, 19), (20, 29)]
+    assert [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in bars] == \
+        [OKABE_ITO[0].lower(), OKABE_ITO[3].lower(), OKABE_ITO[0].lower()]
+    assert [line.get_xdata()[0] for line in drawn.ax.get_lines()] == [12], "the value looked up, across the files"
+    assert drawn.ax.get_title() == "id = 12: 1 of 3 files read"
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="not files of the statistics"):
+        plot_skipping(stats, "id", 12, ["z.parquet"])

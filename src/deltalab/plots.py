@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from urllib.parse import unquote
 
 import numpy as np
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "plot_file_lifetimes", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "plot_file_lifetimes", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -109,6 +109,40 @@ def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" =
     if data["deletion_vector"].any():
         handles.append(Patch(facecolor=OKABE_ITO[1], hatch="//", edgecolor="black", label="re-added with a deletion vector"))
     ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
+    return Drawn(ax, data)
+
+
+def plot_skipping(stats: "pd.DataFrame", column: str, value: Any, read: Iterable[str], ax: "Axes | None" = None,
+                  title: str | None = None) -> Drawn:
+    """Each file's [min, max] of ``column`` (from :func:`deltalab.skipping.file_stats`) as a horizontal bar,
+    the looked-up ``value`` as a vertical line across them, and the files a scan really ``read`` (paths as
+    in ``stats``, e.g. ``scan_metrics(...).input_files``) in one colour, the skipped ones in another.
+
+    ``Drawn.data`` has one row per bar, top to bottom: ``file``, ``min``, ``max`` and ``read``.
+    """
+    from matplotlib.patches import Patch
+
+    lo, hi = f"min.{column}", f"max.{column}"
+    _require(stats, ["path", lo, hi], "plot_skipping")
+    read = set(read)
+    unknown = read - set(stats["path"])
+    if unknown:
+        raise DeltaLabError(f"plot_skipping: the files read {sorted(unknown)[:3]} are not files of the statistics.",
+                            fix="Pass the scan's input_files and the file_stats of the same table and version.")
+    data = (stats[["path", lo, hi]].rename(columns={"path": "file", lo: "min", hi: "max"})
+            .sort_values(["min", "max"], kind="stable").reset_index(drop=True))
+    data["read"] = data["file"].isin(read)
+    ax = _axes(ax, (6, 0.3 * len(data) + 1.4))
+    for y, row in data.iterrows():
+        ax.barh(y, float(row["max"]) - float(row["min"]), left=float(row["min"]), height=0.6,
+                color=OKABE_ITO[3] if row["read"] else OKABE_ITO[0], edgecolor="black", linewidth=0.5)
+    ax.axvline(float(value), color="black", linestyle="--", linewidth=1)
+    ax.set_yticks(range(len(data)), [_file_label(f) for f in data["file"]], fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{column}: each file's [min, max] from its add action's stats; dashed: {column} = {value}")
+    ax.set_title(title or f"{column} = {value}: {int(data['read'].sum())} of {len(data)} files read", fontsize="medium")
+    ax.legend(handles=[Patch(color=OKABE_ITO[3], label="read"), Patch(color=OKABE_ITO[0], label="skipped")],
+              fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)
     return Drawn(ax, data)
 
 
