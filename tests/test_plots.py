@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
-from deltalab.plots import OKABE_ITO, plot_file_lifetimes, plot_skipping  # noqa: E402
+from deltalab.plots import OKABE_ITO, plot_file_lifetimes, plot_schema_history, plot_skipping  # noqa: E402
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -59,3 +59,20 @@ def test_skipping_draws_each_files_range_the_value_and_what_was_read():
     plt.close(drawn.ax.figure)
     with pytest.raises(DeltaLabError, match="not files of the statistics"):
         plot_skipping(stats, "id", 12, ["z.parquet"])
+
+
+def test_schema_history_colours_each_column_by_what_the_version_did_to_it():
+    import pandas as pd
+
+    history = pd.DataFrame({"version": [0, 2, 5], "columns": [{"a": "string", "n": "integer"},
+                                                              {"a": "string", "n": "integer", "x": "double"},
+                                                              {"a": "string", "n": "long", "x": "double"}]})
+    drawn = plot_schema_history(history, title="t")
+    states = drawn.data.pivot(index="column", columns="version", values="state")
+    assert states.loc["a"].tolist() == ["present"] * 3
+    assert states.loc["n"].tolist() == ["present", "present", "type changed"]
+    assert states.loc["x"].tolist() == ["absent", "added", "present"]
+    assert drawn.data.set_index(["column", "version"]).loc[("x", 0), "type"] is None
+    assert len(drawn.ax.patches) == 9 and [t.get_text() for t in drawn.ax.texts].count("double") == 2
+    assert [t.get_text() for t in drawn.ax.get_xticklabels()] == ["0", "2", "5"]
+    plt.close(drawn.ax.figure)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "plot_file_lifetimes", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "plot_file_lifetimes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -143,6 +143,55 @@ def plot_skipping(stats: "pd.DataFrame", column: str, value: Any, read: Iterable
     ax.set_title(title or f"{column} = {value}: {int(data['read'].sum())} of {len(data)} files read", fontsize="medium")
     ax.legend(handles=[Patch(color=OKABE_ITO[3], label="read"), Patch(color=OKABE_ITO[0], label="skipped")],
               fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)
+    return Drawn(ax, data)
+
+
+#: What a cell of :func:`plot_schema_history` shows, and its colour (light, so that the type written on it reads).
+SCHEMA_STATES = {"absent": "#FFFFFF", "present": "#CFE8F6", "added": "#009E73", "type changed": "#E69F00"}
+
+
+def plot_schema_history(history: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Drawn:
+    """The schema across the versions that changed it (:func:`deltalab.schema.schema_history`): one row per
+    column ever in the table, one column per ``metaData`` commit, each cell the column's type at that version,
+    coloured by whether the column is added there, changed type there, unchanged or absent.
+
+    ``Drawn.data`` has one row per cell: ``column``, ``version``, ``type`` (``None``: absent) and ``state``.
+    """
+    import pandas as pd
+    from matplotlib.patches import Patch, Rectangle
+
+    _require(history, ["version", "columns"], "plot_schema_history")
+    names = list(dict.fromkeys(name for columns in history["columns"] for name in columns))
+    cells, previous = [], None
+    for version, columns in zip(history["version"], history["columns"]):
+        for name in names:
+            kind = columns.get(name)
+            if kind is None:
+                state = "absent"
+            elif previous is None or previous.get(name) == kind:
+                state = "present"
+            else:
+                state = "added" if name not in previous else "type changed"
+            cells.append({"column": name, "version": int(version), "type": kind, "state": state})
+        previous = columns
+    data = pd.DataFrame(cells, columns=["column", "version", "type", "state"])
+    ax = _axes(ax, (1.6 * len(history) + 1.5, 0.45 * len(names) + 1.4))
+    versions = [int(v) for v in history["version"]]
+    for cell in data.itertuples():
+        x, y = versions.index(cell.version), names.index(cell.column)
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor=SCHEMA_STATES[cell.state], edgecolor="#999999", linewidth=0.5))
+        if cell.type is not None:
+            ax.text(x + 0.5, y + 0.5, cell.type, ha="center", va="center", fontsize="small")
+    ax.set_xlim(0, len(versions))
+    ax.set_ylim(len(names), 0)
+    ax.set_xticks([i + 0.5 for i in range(len(versions))], [str(v) for v in versions])
+    ax.set_yticks([i + 0.5 for i in range(len(names))], names)
+    ax.tick_params(length=0)
+    ax.set_xlabel("table version (the commits with a metaData action)")
+    ax.set_title(title or "schema over versions", fontsize="medium")
+    ax.legend(handles=[Patch(facecolor=colour, edgecolor="#999999", label=state) for state, colour in SCHEMA_STATES.items()
+                       if state != "absent"], fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2),
+              ncols=3, frameon=False)
     return Drawn(ax, data)
 
 

@@ -37,7 +37,8 @@ def _type_name(data_type: Any) -> str:
 
 def schema_history(table_path: str | os.PathLike[str]) -> "pd.DataFrame":
     """One row per commit that wrote a ``metaData`` action: the version, the operation, and
-    the schema it recorded as ``name type`` pairs, plus what changed from the previous one.
+    the schema it recorded as ``name type`` pairs, plus what changed from the previous one
+    (``columns``: the same schema as a dict, name -> type, for :func:`deltalab.plots.plot_schema_history`).
 
     Every schema change in Delta is a new ``metaData`` action carrying the whole schema, so
     this table is the schema's history as the log tells it.
@@ -62,9 +63,10 @@ def schema_history(table_path: str | os.PathLike[str]) -> "pd.DataFrame":
             "operation": operation,
             "schema": ", ".join(f"{n} {t}" for n, t in columns.items()),
             "change": " ".join(changes) if previous else "(first schema)",
+            "columns": dict(columns),
         })
         previous = columns
-    return pd.DataFrame(rows, columns=["version", "operation", "schema", "change"])
+    return pd.DataFrame(rows, columns=["version", "operation", "schema", "change", "columns"])
 
 
 def column_mapping(table_path: str | os.PathLike[str], version: int | None = None) -> "pd.DataFrame":
