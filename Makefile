@@ -82,7 +82,7 @@ test: setup
 # The labs (marker labs): each lab's solution passes its checks on tables of a fresh seed, its student
 # version is told in plain words what is not written yet, every wrong answer of tests/test_labNN_*.py is
 # refused with a message that names the mistake, and labs/README.md's grading steps work as written.
-# A target of its own so that each stays within 15 minutes on two cores (tests/README.md); CI runs both.
+# A target of its own so that each stays short (the aim: 15 minutes on two cores each; tests/README.md); CI runs both.
 # --dist loadfile: a file runs on one worker (a lab's tests share the tables they build once per process).
 test-labs: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m "labs and not seeds" tests/test_lab*.py $(PYTEST_ARGS)
