@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
-from deltalab.plots import OKABE_ITO, plot_file_lifetimes, plot_schema_history, plot_skipping  # noqa: E402
+from deltalab.plots import (OKABE_ITO, OUTCOME_COLOURS, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
+                            plot_schema_history, plot_skipping)
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -36,6 +37,24 @@ def test_file_lifetimes_draw_one_bar_per_lifetime_from_add_to_remove():
     without_dv = plot_file_lifetimes(LIFETIMES[:2])
     assert [t.get_text() for t in without_dv.ax.get_legend().get_texts()] == ["data file"]
     plt.close(without_dv.ax.figure)
+
+
+def test_file_lifetimes_draw_the_files_no_longer_on_disk_and_shade_the_versions_that_need_them():
+    drawn = plot_file_lifetimes(LIFETIMES, gone=[A])
+    assert list(drawn.data["on_disk"]) == [False, True, False], "both lifetimes of the path: the file is gone"
+    bars, shades = drawn.ax.patches[:3], drawn.ax.patches[3:]
+    assert [matplotlib.colors.to_hex(bar.get_facecolor()) for bar in bars] == ["#ffffff", OKABE_ITO[0].lower(), "#ffffff"]
+    assert [(shade.get_x(), shade.get_x() + shade.get_width()) for shade in shades] == [(0, 1), (1, 2), (2, 3)], \
+        "every version that reads the file, once each"
+    assert [t.get_text() for t in drawn.ax.get_legend().get_texts()][-2:] == ["no longer on disk", "a version that needs it"]
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="no lifetime names"):
+        plot_file_lifetimes(LIFETIMES, gone=["part-00009.parquet"])
+    wider = plot_file_lifetimes(LIFETIMES, latest=4)
+    assert wider.ax.get_xlim() == (0, 5) and (wider.ax.patches[1].get_x() + wider.ax.patches[1].get_width()) == 5
+    plt.close(wider.ax.figure)
+    with pytest.raises(DeltaLabError, match="latest=1"):
+        plot_file_lifetimes(LIFETIMES, latest=1)
 
 
 def test_file_lifetimes_of_nothing_are_refused_plainly():
@@ -76,3 +95,20 @@ def test_schema_history_colours_each_column_by_what_the_version_did_to_it():
     assert len(drawn.ax.patches) == 9 and [t.get_text() for t in drawn.ax.texts].count("double") == 2
     assert [t.get_text() for t in drawn.ax.get_xticklabels()] == ["0", "2", "5"]
     plt.close(drawn.ax.figure)
+
+
+def test_client_outcomes_draw_a_cell_per_table_and_client_labelled_with_the_features_refused():
+    import pandas as pd
+
+    outcomes = pd.DataFrame({"table": ["plain", "plain", "dvs", "dvs"], "client": ["read", "append", "read", "append"],
+                             "outcome": ["yes", "yes", "refused", "wrong values"],
+                             "features": [(), (), ("deletionVectors",), ()]})
+    drawn = plot_client_outcomes(outcomes)
+    assert drawn.data["label"].tolist() == ["yes", "yes", "refused:\ndeletionVectors", "wrong values"]
+    assert [p.get_facecolor() for p in drawn.ax.patches] == [matplotlib.colors.to_rgba(OUTCOME_COLOURS[o])
+                                                             for o in outcomes["outcome"]]
+    assert [t.get_text() for t in drawn.ax.get_yticklabels()] == ["plain", "dvs"]
+    assert [t.get_text() for t in drawn.ax.get_legend().get_texts()] == ["yes", "refused", "wrong values"]
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="does not know the outcomes"):
+        plot_client_outcomes(outcomes.assign(outcome="maybe"))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "plot_file_lifetimes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -70,13 +70,16 @@ def _file_label(path: str) -> str:
 
 
 def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" = None,
-                        title: str | None = None) -> Drawn:
+                        title: str | None = None, gone: Iterable[str] = (), latest: int | None = None) -> Drawn:
     """Each data file as a bar over versions, from the commit that added it to the one that removed it
     (:meth:`deltalab.log.DeltaLog.file_lifetimes`); a file still in the table runs to the right edge.
-    Files re-added with a deletion vector are drawn in a second colour and hatched.
+    Files re-added with a deletion vector are drawn in a second colour and hatched. Files named in ``gone``
+    (the log's paths of files no longer on disk, e.g. after VACUUM) are drawn as dashed outlines, and the
+    versions that need one of them are shaded: time travel to them fails. ``latest`` (the table's latest
+    version) widens the axis to commits that add and remove no file (default: the last one that does).
 
     ``Drawn.data`` has one row per bar: ``file`` (the log's path), ``added``, ``removed`` (``None``: live),
-    ``deletion_vector`` and ``rows``, in the order drawn, top to bottom.
+    ``deletion_vector``, ``rows`` and ``on_disk``, in the order drawn, top to bottom.
     """
     import pandas as pd
     from matplotlib.patches import Patch
@@ -87,13 +90,32 @@ def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" =
     data = pd.DataFrame([{"file": f.path, "added": f.added, "removed": f.removed,
                           "deletion_vector": f.deletion_vector, "rows": f.rows} for f in lifetimes])
     data["removed"] = data["removed"].astype(object).where(data["removed"].notna(), None)
+    gone = set(gone)
+    unknown = sorted(gone - set(data["file"]))
+    if unknown:
+        raise DeltaLabError(f"plot_file_lifetimes got files in `gone` that no lifetime names: {unknown[:3]}.",
+                            fix="Pass the log's paths (FileLifetime.path) of the files no longer on disk.")
+    data["on_disk"] = [path not in gone for path in data["file"]]
     last = int(max(data["added"].max(), data["removed"].dropna().max() if data["removed"].notna().any() else 0))
+    if latest is not None:
+        if latest < last:
+            raise DeltaLabError(f"plot_file_lifetimes got latest={latest}, but a file is added or removed at version {last}.",
+                                fix="Pass the table's latest version (deltalab.latest_version(path)), or leave it out.")
+        last = latest
     ax = _axes(ax, (7, 0.35 * len(data) + 1.4))
+    unreadable: set[int] = set()
     for y, row in data.iterrows():
         end = last + 1 if row["removed"] is None else row["removed"]
         colour = OKABE_ITO[1] if row["deletion_vector"] else OKABE_ITO[0]
-        ax.barh(y, end - row["added"], left=row["added"], height=0.6, color=colour,
-                hatch="//" if row["deletion_vector"] else None, edgecolor="black", linewidth=0.5)
+        if row["on_disk"]:
+            ax.barh(y, end - row["added"], left=row["added"], height=0.6, color=colour,
+                    hatch="//" if row["deletion_vector"] else None, edgecolor="black", linewidth=0.5)
+        else:
+            ax.barh(y, end - row["added"], left=row["added"], height=0.6, facecolor="white",
+                    edgecolor=OKABE_ITO[3], linestyle="--", linewidth=1.2)
+            unreadable.update(range(int(row["added"]), int(end)))
+    for version in sorted(unreadable):
+        ax.axvspan(version, version + 1, color=OKABE_ITO[3], alpha=0.15, zorder=0, linewidth=0)
     ax.set_yticks(range(len(data)), [_file_label(f) + (" + DV" if dv else "")
                                       for f, dv in zip(data["file"], data["deletion_vector"])], fontsize="small")
     ax.invert_yaxis()
@@ -108,7 +130,11 @@ def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" =
     handles = [Patch(color=OKABE_ITO[0], label="data file")]
     if data["deletion_vector"].any():
         handles.append(Patch(facecolor=OKABE_ITO[1], hatch="//", edgecolor="black", label="re-added with a deletion vector"))
-    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
+    if not data["on_disk"].all():
+        handles += [Patch(facecolor="white", edgecolor=OKABE_ITO[3], linestyle="--", label="no longer on disk"),
+                    Patch(color=OKABE_ITO[3], alpha=0.15, label="a version that needs it")]
+    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=min(len(handles), 3),
+              frameon=False)
     return Drawn(ax, data)
 
 
@@ -192,6 +218,47 @@ def plot_schema_history(history: "pd.DataFrame", ax: "Axes | None" = None, title
     ax.legend(handles=[Patch(facecolor=colour, edgecolor="#999999", label=state) for state, colour in SCHEMA_STATES.items()
                        if state != "absent"], fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2),
               ncols=3, frameon=False)
+    return Drawn(ax, data)
+
+
+#: The colour of each client's outcome on a table (:func:`deltalab.clients.client_outcomes`).
+OUTCOME_COLOURS = {"yes": "#009E73", "refused": "#E69F00", "wrong values": "#D55E00", "other": "#BBBBBB"}
+
+
+def plot_client_outcomes(outcomes: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Drawn:
+    """Tables by clients (:func:`deltalab.clients.client_outcomes`): one cell per table and client, coloured by
+    what the client did (:data:`OUTCOME_COLOURS`), a refusal labelled with the protocol features it names.
+
+    ``Drawn.data`` is ``outcomes`` with each cell's ``label`` (the text drawn in it).
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    _require(outcomes, ["table", "client", "outcome", "features"], "plot_client_outcomes")
+    unknown = sorted(set(outcomes["outcome"]) - set(OUTCOME_COLOURS))
+    if unknown:
+        raise DeltaLabError(f"plot_client_outcomes does not know the outcomes {unknown}.",
+                            fix=f"Pass what deltalab.clients.client_outcomes returned: outcomes are {list(OUTCOME_COLOURS)}.")
+    tables = list(dict.fromkeys(outcomes["table"]))
+    clients = list(dict.fromkeys(outcomes["client"]))
+    data = outcomes.copy()
+    data["label"] = [("refused:\n" + "\n".join(features) if features else "refused") if outcome == "refused" else outcome
+                     for outcome, features in zip(data["outcome"], data["features"])]
+    ax = _axes(ax, (2.1 * len(clients) + 2.2, 0.55 * len(tables) + 1.6))
+    for cell in data.itertuples():
+        x, y = clients.index(cell.client), tables.index(cell.table)
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor=OUTCOME_COLOURS[cell.outcome], edgecolor="white", linewidth=1.5))
+        ax.text(x + 0.5, y + 0.5, cell.label, ha="center", va="center", fontsize="x-small",
+                color="white" if cell.outcome in ("yes", "wrong values") else "black")
+    ax.set_xlim(0, len(clients))
+    ax.set_ylim(len(tables), 0)
+    ax.set_xticks([i + 0.5 for i in range(len(clients))], clients)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(len(tables))], tables)
+    ax.tick_params(length=0)
+    ax.set_title(title or "what each client does with each table", fontsize="medium", pad=22)  # above the top ticks
+    ax.legend(handles=[Patch(facecolor=colour, label=outcome) for outcome, colour in OUTCOME_COLOURS.items()
+                       if outcome in set(data["outcome"])],
+              fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.02), ncols=4, frameon=False)
     return Drawn(ax, data)
 
 
