@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from deltalab.clients import (CLIENTS, YES, client_access, client_matrix, compare_rows, features_named,
+from deltalab.clients import (CLIENTS, YES, client_access, client_matrix, client_outcomes, compare_rows, features_named,
                               protocol_features_of, refusal)
 from deltalab.errors import DeltaLabError
 from deltalab.log import latest_version
@@ -89,3 +89,18 @@ def test_refusal_sorts_the_features_it_lists():
     again = refusal(RuntimeError("Unsupported table features required: [DomainMetadata, RowTracking]"))
     assert first == again == "refused: RuntimeError: Unsupported table features required: [DomainMetadata, RowTracking]"
     assert refusal(RuntimeError("reader features: {'b', 'a'} but")) == "refused: RuntimeError: reader features: {'a', 'b'} but"
+
+
+def test_client_outcomes_classify_each_answer_and_name_the_features_refused():
+    import pandas as pd
+
+    matrix = pd.DataFrame({"reader features": ["", "deletionVectors"], "writer features": ["", "deletionVectors, rowTracking"],
+                           "read": [YES, "refused: DeltaProtocolError: {'deletionVectors'} are not supported"],
+                           "append": ["3 rows, Spark reads 2", "wrong values: 2 of 5 rows differ"]},
+                          index=pd.Index(["plain", "dvs"], name="table"))
+    outcomes = client_outcomes(matrix, clients=("read", "append"))
+    assert outcomes[["table", "client", "outcome"]].values.tolist() == [
+        ["plain", "read", "yes"], ["plain", "append", "other"], ["dvs", "read", "refused"], ["dvs", "append", "wrong values"]]
+    assert outcomes["features"].tolist() == [(), (), ("deletionVectors",), ()]
+    with pytest.raises(DeltaLabError, match="client_matrix"):
+        client_outcomes(matrix.drop(columns="reader features"), clients=("read",))

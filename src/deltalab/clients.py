@@ -36,7 +36,7 @@ from deltalab.files import read_table
 from deltalab.kernel import kernel_error, kernel_rows
 from deltalab.log import delta_log_dir, replay_log
 
-__all__ = ["CLIENTS", "YES", "client_access", "client_matrix", "compare_rows", "features_named",
+__all__ = ["CLIENTS", "YES", "client_access", "client_matrix", "client_outcomes", "compare_rows", "features_named",
            "protocol_features_of", "refusal"]
 
 #: The answer of a call that worked.
@@ -230,3 +230,35 @@ def client_matrix(spark: Any, tables: dict[str, str | os.PathLike[str]], scratch
     frame = pd.DataFrame({name: client_access(spark, path, scratch) for name, path in tables.items()}).T
     frame.index.name = "table"
     return frame
+
+
+def client_outcomes(matrix: Any, clients: tuple[str, ...] = CLIENTS) -> Any:
+    """The answers of :func:`client_matrix` as one row per table and client, for a picture.
+
+    ``outcome`` is ``"yes"``, ``"refused"``, ``"wrong values"`` (as many rows as Spark, some differ) or
+    ``"other"`` (a count or the columns differ, or nothing was tried); ``features`` holds, sorted, the
+    features of the table's protocol (its ``reader features`` and ``writer features`` columns) that a
+    refusal names.
+    """
+    import pandas as pd
+
+    missing = [column for column in ("reader features", "writer features", *clients) if column not in matrix.columns]
+    if missing:
+        raise DeltaLabError(f"client_outcomes needs the columns {missing}, which the table lacks.",
+                            fix="Pass what client_matrix(spark, tables, scratch) returned.")
+    rows = []
+    for table, row in matrix.iterrows():
+        protocol = {f for column in ("reader features", "writer features") for f in str(row[column]).split(", ") if f}
+        for client in clients:
+            answer = str(row[client])
+            if answer == YES:
+                outcome = "yes"
+            elif answer.startswith("refused: "):
+                outcome = "refused"
+            elif answer.startswith("wrong values"):
+                outcome = "wrong values"
+            else:
+                outcome = "other"
+            named = tuple(sorted(features_named(answer, protocol))) if outcome == "refused" else ()
+            rows.append({"table": table, "client": client, "outcome": outcome, "features": named})
+    return pd.DataFrame(rows, columns=["table", "client", "outcome", "features"])
