@@ -11,14 +11,16 @@
 #      (IMAGE_NOTEBOOKS: its Java runtime, its baked jars, class archive, second drivers, the S3
 #      server, delta-rs; `make test` runs every notebook natively), and the labs' solution notebooks
 #      DELTALAB_IMAGE_LABS names, mounted read-only (none by default: `make test-labs` runs them),
-#   4. a classroom in the container (issue 39): JupyterHub started by deltalab.classroom, three
-#      students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
+#   4. a classroom in the container (issue 39), in a second container beside step 3's: JupyterHub
+#      started by deltalab.classroom, three students and an instructor, notebook 00 in three servers at once, a lab through nbgrader's
 #      exchange (tests/test_classroom*.py -m classroom, the tests and labs/source mounted read-only;
 #      the idle culler's test on a hub of its own beside them, on a second pytest worker; -rP prints
 #      what they measured: each student's memory),
 #   5. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
-# and prints the timings. Run from anywhere: bash .ci/container.sh
+# and prints the timings. Run from anywhere: bash .ci/container.sh [all|build|test]: build does steps 1
+# and 2 (.ci/run starts it in the background while the labs run: the build waits on the network and the
+# disk more than on the cores), test does steps 3 to 5 on the image build made; all (the default) does both.
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
 # for the in-container suite, default 2), DELTALAB_IMAGE_NOTEBOOKS (the notebooks step 3 runs: names
@@ -26,6 +28,9 @@
 # whose solution notebooks also run under nbval in the container: folder names of labs/source/, or all;
 # default none), DEBIAN_MIRROR, HOST_CA_BUNDLE.
 set -euo pipefail
+
+PHASE="${1:-all}"
+case "$PHASE" in all|build|test) ;; *) echo "usage: bash .ci/container.sh [all|build|test]" >&2; exit 2 ;; esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 IMAGE="${DELTALAB_IMAGE:-localhost/deltalab-course:ci}"
@@ -56,6 +61,7 @@ command -v curl >/dev/null || die "curl is not installed (run: bash .ci/system-p
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+if [ "$PHASE" != test ]; then
 # --- 1. base image -----------------------------------------------------------------------
 t=$(now)
 base_recipe() { podman image inspect --format '{{index .Labels "org.deltalab.base-recipe"}}' "$BASE" 2>/dev/null || true; }
@@ -151,6 +157,13 @@ if [ -s "$CA_BUNDLE" ]; then
         || die "the image contains a build-time CA file or trust store entry"
 fi
 
+if [ "$PHASE" = build ]; then
+    log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB)"
+    exit 0
+fi
+fi
+podman image exists "$IMAGE" || die "no image $IMAGE: run bash .ci/container.sh build first"
+
 # --- 3. nbval suite inside the container --------------------------------------------------
 t=$(now)
 image_notebooks="${DELTALAB_IMAGE_NOTEBOOKS:-$IMAGE_NOTEBOOKS}"
@@ -173,23 +186,36 @@ else
     done
 fi
 [ -z "$IMAGE_LABS" ] || log "the labs' solution notebooks in the container: $IMAGE_LABS"
-podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
+# Steps 3 and 4 run side by side, in two containers: the classroom's tests spend much of their time
+# waiting (a hub and servers starting, the idle culler's minute), which the notebooks' kernels use.
+# The nbval container's output goes to a log, printed once both are done.
+nbval_log="$(mktemp /tmp/deltalab-image-nbval.XXXXXX)"
+nbval_name="deltalab-ci-nbval-$$"
+trap 'podman rm -f "$nbval_name" >/dev/null 2>&1 || true' EXIT
+podman run --rm --name "$nbval_name" --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
     -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" -e "DELTALAB_IMAGE_NOTEBOOKS=$image_notebooks" \
-    "$IMAGE" deltalab-test-image \
-    || die "the in-container nbval suite failed"
-TIMES[nbval]=$(( $(now) - t ))
+    "$IMAGE" deltalab-test-image >"$nbval_log" 2>&1 &
+nbval_pid=$!
 
 # --- 4. a classroom in the container ---------------------------------------------------------
-t=$(now)
-log "a classroom in the container: JupyterHub, three students, an instructor, nbgrader's exchange (--network=none)"
+log "a classroom in the container, beside it: JupyterHub, three students, an instructor, nbgrader's exchange (--network=none)"
 # The hub, its proxy, every student's server and kernel run inside one container as its non-root
 # user, on the container's loopback; the test drives them as a browser and the users would.
+classroom_status=0
 podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
     -v "$REPO/tests:/home/deltalab/course/tests:ro" -v "$REPO/labs/source:/home/deltalab/course/labs/source:ro" \
     "$IMAGE" python -m pytest -n 2 --dist loadfile -rP -m classroom tests/test_classroom.py tests/test_classroom_culler.py \
     -p no:cacheprovider \
-    || die "the classroom tests failed in the container"
+    || classroom_status=$?
 TIMES[classroom]=$(( $(now) - t ))
+nbval_status=0
+wait "$nbval_pid" || nbval_status=$?
+TIMES[nbval]=$(( $(now) - t ))
+log "the in-container nbval suite's output:"
+cat "$nbval_log"
+trap - EXIT
+[ "$nbval_status" -eq 0 ] || die "the in-container nbval suite failed"
+[ "$classroom_status" -eq 0 ] || die "the classroom tests failed in the container"
 
 # --- 5. JupyterLab token check ------------------------------------------------------------
 t=$(now)
@@ -237,4 +263,6 @@ TIMES[token]=$(( $(now) - t ))
 log "JupyterLab on 127.0.0.1:$port: 403/302 without the token, 200 with it; the learner's copy served; healthcheck ok; uid $user"
 
 TIMES[total]=$(( $(now) - START_ALL ))
-log "timings: base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), in-container nbval ${TIMES[nbval]} s, classroom ${TIMES[classroom]} s, token check ${TIMES[token]} s, total ${TIMES[total]} s"
+built=""
+[ "$PHASE" = test ] || built="base ${TIMES[base]} s, image build ${TIMES[build]} s (${size_mb} MB), "
+log "timings: ${built}in-container nbval ${TIMES[nbval]} s and classroom ${TIMES[classroom]} s (side by side), token check ${TIMES[token]} s, total ${TIMES[total]} s"
