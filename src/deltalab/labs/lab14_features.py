@@ -128,13 +128,15 @@ def row_tables(spark: Any, seed: int) -> list[RowTable]:
     """The exercise 1 tables of ``seed``: one of each kind and one drawn, built once per process while intact.
 
     Every run has a table with deletion vectors off (rows copied into new files store their commit version
-    too) and one with column mapping (the key column has a physical name), whatever else is drawn."""
+    too), one with column mapping (the key column has a physical name) and one with deletion vectors on (rows
+    a DELETE or UPDATE marks deleted in place), whatever else is drawn."""
     def build(folder: Path) -> list[RowTable]:
         rng = random.Random(seed)
         first, second = rng.sample(["from the start", "enabled later"], 2)
         return [_write_row_table(spark, str(folder / "table_0"), first, rng, deletion_vectors=False),
                 _write_row_table(spark, str(folder / "table_1"), second, rng, mapped=True),
-                _write_row_table(spark, str(folder / "table_2"), rng.choice(["from the start", "enabled later"]), rng)]
+                _write_row_table(spark, str(folder / "table_2"), rng.choice(["from the start", "enabled later"]), rng,
+                                 deletion_vectors=True)]
 
     return build_once(f"lab14_rows_{seed}", build, _logs_present)
 
