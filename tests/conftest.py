@@ -12,6 +12,7 @@ pyproject.toml); tests/README.md says where what is.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import tempfile
 from collections import defaultdict
@@ -21,6 +22,7 @@ import pytest
 
 from course_testing import REPO
 from cross_engine import CrossEngine
+from lab_testing import RUN_SEED_ENV
 from deltalab.locations import ROOT_MARKER
 
 _TEMPORARY_ROOT: str | None = None
@@ -37,11 +39,29 @@ def pytest_configure(config: pytest.Config) -> None:
     # The learner's workspace (make lab's copy of the course) of any test that starts one, never ~'s.
     os.environ["DELTALAB_LEARNER_DIR"] = os.path.join(_TEMPORARY_ROOT, "_learner")
     os.environ["DELTALAB_NBGRADER_EXCHANGE"] = os.path.join(_TEMPORARY_ROOT, "_nbgrader-exchange")  # labs/nbgrader_config.py
+    # The seed of this run's lab tables, drawn here in the controller before pytest-xdist starts its workers,
+    # which inherit it: every worker then collects the same tests (lab_testing.run_seed).
+    os.environ.setdefault(RUN_SEED_ENV, str(random.SystemRandom().randrange(1, 2**31)))
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) prints the table
         config.pluginmanager.register(SecondsPerFile(), "deltalab-seconds-per-file")
     config.pluginmanager.register(CrossEngine(), CrossEngine.NAME)  # delta-rs reads what each notebook left
     # No MPLBACKEND here: nbval's kernels inherit this environment and must keep Jupyter's inline
     # backend, or plt.show() would display nothing and stored figure outputs would not match.
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = os.environ[RUN_SEED_ENV]
+    return f"the labs' tables of this run: seed {seed} ({RUN_SEED_ENV}={seed} builds them again)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed lab test says which tables it ran on: the seed that reproduces them."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("labs"):
+        seed = os.environ[RUN_SEED_ENV]
+        report.sections.append(("the labs' tables", f"seed {seed}: run again with {RUN_SEED_ENV}={seed}"))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

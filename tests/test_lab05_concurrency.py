@@ -122,6 +122,7 @@ def test_lab05_the_solutions_pass_at_the_seeds(spark, seeded, reused_tables, cap
     assert [line[:15] for line in out.splitlines()] == ["✓ predict_confl", "✓ retry: retrie", "✓ orphan_files:"], out
 
 
+@pytest.mark.seeds
 def test_lab05_the_seeds_cover_the_edge_cases(spark):
     """What the seeds' generated tables hold, read from the tables: deletion vectors or not, a
     checkpoint or not, live files in folders the log encodes, orphans in partition folders, files a

@@ -2,7 +2,7 @@
 and each kind of wrong answer is refused with a message that says what is wrong and never shows the expected
 answer.
 
-The wrong answers run on the tables and cases of one seed (built once per process), which holds deletion vectors
+The wrong answers run on the tables and cases of this run's seed (the solution's run builds them), which holds deletion vectors
 on a table with row tracking, rows rewritten by UPDATE or MERGE, row tracking enabled on a table with data, a
 legacy protocol upgraded to writer 7, row tracking turned on, and a change that normalizes to a legacy protocol.
 """
@@ -22,18 +22,19 @@ from deltalab.labs.lab14_features import (FEATURE_OF_PROPERTY, LEGACY_WRITER_FEA
 from deltalab.log import deleted_rows, replay_log
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds, stub
+from lab_testing import run_seed, solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
 
-#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+#: The lab's solution on tables of this run's seed, then its student version (tests/support/lab_testing.py).
 test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab14_features")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab14_features" / "lab14_features.ipynb"
 SEEDS = (3, 4)
-TEST_SEED = 2
+#: The wrong answers run on the tables of this run's seed, which the solution's run above built (lab_testing.run_seed).
+TEST_SEED = run_seed()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def solution() -> dict:
 
 @pytest.fixture
 def at_test_seed(monkeypatch):
-    """The checks' tables of TEST_SEED for one test."""
+    """The checks' tables of this run's seed for one test."""
     monkeypatch.setenv(SEED_ENV, str(TEST_SEED))
 
 
@@ -61,7 +62,7 @@ def test_lab14_the_stubs_are_not_written_yet(spark, at_test_seed):
     assert "protocol_after is not written yet" in failure(check_protocol_after, stub)
 
 
-def test_lab14_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
+def test_lab14_the_run_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
     tables = lab.row_tables(spark, TEST_SEED)
     assert any(t.deletion_vectors for t in tables) and any(not t.deletion_vectors for t in tables)
     assert any(add.get("deletionVector") for t in tables for add in replay_log(t.path).files.values()), \

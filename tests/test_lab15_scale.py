@@ -1,9 +1,9 @@
 """The lab 15 check (deltalab.labs.lab15_scale): the solution passes at seeds that cover the edge cases, and each
 kind of wrong answer is refused with a message that says what is wrong and never names a file it left out.
 
-The wrong answers run on the tables of one seed (built once per process). The generator builds every case at every
-seed (only versions, sizes and names are drawn), so the seeds the solution runs at cover them all; the test of the
-cases shows each one with Delta's own answers on the test seed.
+The wrong answers run on the tables of this run's seed (the solution's run builds them). The generator builds every
+case at every seed (only versions, sizes and names are drawn), so the seeds the solution runs at cover them all; the
+test of the cases shows each one with Delta's own answers on this run's seed.
 """
 
 from __future__ import annotations
@@ -19,18 +19,19 @@ from deltalab.labs.tables import SEED_ENV
 from deltalab.labs.lab15_scale import check_checkpoint_files, check_log_files
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds, stub
+from lab_testing import run_seed, solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
 pytestmark = pytest.mark.labs
 
-#: The lab's solution on tables of a fresh seed, then its student version (tests/support/lab_testing.py).
+#: The lab's solution on tables of this run's seed, then its student version (tests/support/lab_testing.py).
 test_the_solution_passes_and_the_student_version_says_what_is_missing = solution_and_student_version("lab15_scale")
 
 SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab15_scale" / "lab15_scale.ipynb"
 SEEDS = (3, 4)
-TEST_SEED = 2
+#: The wrong answers run on the tables of this run's seed, which the solution's run above built (lab_testing.run_seed).
+TEST_SEED = run_seed()
 _RANGE = re.compile(r"^(\d{20})\.(?:(\d{20})\.compacted\.)?json$")
 
 
@@ -71,7 +72,7 @@ def test_lab15_a_checkpoint_without_its_sidecars_is_refused(spark, solution, at_
 
 def test_lab15_every_seed_has_the_cases_delta_decides_apart(spark, at_test_seed):
     """The generator builds every case at every seed (only versions, sizes and names are drawn); here Delta's own
-    answers on the test seed's tables show each case is there and matters."""
+    answers on this run's tables show each case is there and matters."""
     v2, classic, stale, cleaned, incomplete = lab.scale_tables(spark, TEST_SEED)
     assert [t.kind for t in (v2, classic, stale, cleaned, incomplete)] == ["v2", "classic", "stale", "cleaned",
                                                                            "incomplete"]

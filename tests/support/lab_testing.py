@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +161,25 @@ def check_failure(check, answer) -> str:
     return assert_plain_failure(caught.value)
 
 
+#: The seed of one test run's lab tables. tests/conftest.py draws it once per run, in the process that starts
+#: pytest-xdist's workers (they inherit it, so they collect the same tests); set it to build a failed run's tables again.
+RUN_SEED_ENV = "DELTALAB_LABS_RUN_SEED"
+
+
+def run_seed() -> int:
+    """The seed of this run's lab tables (``$DELTALAB_LABS_RUN_SEED``), new on every run.
+
+    A lab's solution runs on the tables of this seed, and so do the wrong answers of the labs whose
+    generators build every kind of table at every seed: one build serves both, and a wrong answer is
+    refused on tables nobody chose, not only on the ones its author looked at (a wrong answer accepted at
+    one seed is accepted). A process that did not go through tests/conftest.py draws its own.
+    """
+    value = os.environ.get(RUN_SEED_ENV, "").strip()
+    if not value:
+        value = os.environ[RUN_SEED_ENV] = str(random.SystemRandom().randrange(1, 2**31))
+    return int(value)
+
+
 def solution_seeds(seeds) -> list:
     """The fixed seeds a lab's solutions are run at, as pytest parameters, all marked ``seeds``:
     ``make test-seeds`` runs them (CI does not: tests/README.md). Each lab's seeds together cover
@@ -202,7 +222,8 @@ def _used_names(source_text: str) -> set[str]:
 def solution_and_student_version(lab: str):
     """The test every lab's test file runs (``test_... = solution_and_student_version("labNN_topic")``).
 
-    The lab's solution (labs/source/) runs in this process on tables of a fresh seed: no cell raises, and every
+    The lab's solution (labs/source/) runs in this process on tables of this run's seed (:func:`run_seed`,
+    fresh on every run, which the lab's wrong answers may share): no cell raises, and every
     check passes and says so with its ✓ line. Then its student version (labs/release/), in the namespace the
     solution's set-up cells left: each exercise is the stub a student starts from, and each check tells, in the
     lab's plain format, that the exercise is not written yet. The student version's other cells are the
@@ -214,7 +235,7 @@ def solution_and_student_version(lab: str):
 
     @pytest.mark.labs
     def test(spark, seeded):
-        seeded(random.SystemRandom().randrange(1, 2**31))
+        seeded(run_seed())
         namespace: dict = {"__name__": "__main__"}
         runs = run_in_process(source(lab), namespace)
         errors = [(r.grade_id, repr(r.error)) for r in runs if r.error is not None]
