@@ -66,6 +66,22 @@ def test_a_culler_that_would_stop_a_reading_student_is_refused(tmp_path):
         start_classroom(["ada"], root=tmp_path, idle_timeout=5)
 
 
+def test_the_proxy_waits_for_a_loaded_students_server_as_long_as_a_cell_may_run(tmp_path, monkeypatch):
+    """The Python proxy's own limit is 20 s; a kernel's websocket on a loaded hub took longer (a CI run)."""
+    from traitlets.config import Config
+
+    from deltalab.classroom import API_TOKEN_ENV, INSTRUCTOR_PASSWORD_ENV, PASSWORD_ENV, PROXY_TIMEOUT, configure_hub
+    for name in (API_TOKEN_ENV, INSTRUCTOR_PASSWORD_ENV, PASSWORD_ENV):
+        monkeypatch.setenv(name, secrets.token_hex(8))
+    settings = {"root": str(tmp_path), "ip": "127.0.0.1", "port": 1, "hub_port": 2, "proxy_api_port": 3,
+                "students": ["ada"], "instructors": ["ina"], "idle_timeout": 3600, "activity_interval": 300}
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    c = Config()
+    configure_hub(c, tmp_path / "settings.json")
+    assert f"--proxy-timeout={PROXY_TIMEOUT * 1000}" in c.ConfigurableHTTPProxy.command
+    assert PROXY_TIMEOUT >= 600
+
+
 def test_a_folder_without_the_course_is_refused(tmp_path):
     with pytest.raises(DeltaLabError, match="has no notebooks/ folder"):
         start_classroom(["ada"], root=tmp_path / "room", course=tmp_path)

@@ -105,6 +105,7 @@ def activity_interval(idle_timeout: int) -> int:
 
 
 START_TIMEOUT = 120   # seconds for the hub to answer, and for a student's server to be ready
+PROXY_TIMEOUT = 600   # seconds the proxy waits for a student's server to answer a request
 
 
 def classroom_dir(environ: dict[str, str] | None = None) -> Path:
@@ -172,7 +173,12 @@ def configure_hub(c: Any, settings_path: str | Path) -> None:
     c.JupyterHub.hub_ip = "127.0.0.1"
     c.JupyterHub.hub_port = settings["hub_port"]
     c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings['proxy_api_port']}"
-    c.ConfigurableHTTPProxy.command = [str(bin_dir / "configurable-http-proxy")]
+    # The Python proxy gives up on a request its target has not answered in 20 s (Tornado's default),
+    # with status 599. A kernel's websocket is answered only once the kernel has started, which on a
+    # loaded machine (40 students opening notebook 00 at once, or CI) takes longer: a 599 from the proxy
+    # failed a CI run. Ten minutes, as long as a cell may run, instead.
+    c.ConfigurableHTTPProxy.command = [str(bin_dir / "configurable-http-proxy"),
+                                       f"--proxy-timeout={PROXY_TIMEOUT * 1000}"]
     c.ConfigurableHTTPProxy.pid_file = str(root / "jupyterhub-proxy.pid")
     c.JupyterHub.db_url = f"sqlite:///{root / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(root / "jupyterhub_cookie_secret")

@@ -130,16 +130,19 @@ def run_cells(server_url: str, token: str, sources: list[str], what: str, direct
     kernel_id = kernel.json()["id"]
     session = uuid.uuid4().hex
     ws_url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?session_id={session}"
-    ws = websocket.create_connection(ws_url, header=[f"Authorization: token {token}"], timeout=CELL_TIMEOUT)
     printed: list[str] = []
+    ws = None
     try:
+        ws = websocket.create_connection(ws_url, header=[f"Authorization: token {token}"], timeout=CELL_TIMEOUT)
         for number, source in enumerate(sources):
             error = _run_cell(ws, session, source, printed)
             if error:
                 return [f"{what}, code cell {number}: {error}"], "".join(printed)
         return [], "".join(printed)
     finally:
-        ws.close()
+        if ws is not None:
+            ws.close()
+        # Also when the websocket was refused: a kernel left starting would outlive the test.
         requests.delete(f"{server_url}api/kernels/{kernel_id}", headers=headers, timeout=60)
 
 
