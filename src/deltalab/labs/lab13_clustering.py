@@ -103,7 +103,9 @@ KEY_KINDS = ("created", "renamed", "altered", "none", "later", "never")
 def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> KeysTable:
     """Write one table of ``kind`` (see the module's docstring) and return it with Delta's answer."""
     mapped = kind == "renamed" or rng.random() < 0.4
-    interval = rng.choice([2, 3, 10])   # 10: no checkpoint is reached
+    # 10: no checkpoint is reached. A table created clustered always reaches one and has the commits before it
+    # cleaned up, so that every seed has keys that live only in a classic checkpoint.
+    interval = rng.choice([2, 3] if kind == "created" else [2, 3, 10])
     properties = {"delta.checkpointInterval": str(interval)}
     if mapped:
         properties["delta.columnMapping.mode"] = "name"
@@ -142,7 +144,10 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
     for _ in range(rng.randint(0, interval) if interval < 10 else 0):   # often a checkpoint after the last change
         _append(spark, path, rng, rng.randint(3, 10), columns=columns)
     checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
-    cleaned = bool(checkpoints) and rng.random() < 0.6
+    while kind == "created" and not checkpoints:
+        _append(spark, path, rng, rng.randint(3, 10), columns=columns)
+        checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
+    cleaned = bool(checkpoints) and (kind == "created" or rng.random() < 0.6)
     if cleaned:
         clean_up_commits(path, checkpoints[-1])
     expected = _describe_clustering(spark, path)
@@ -183,7 +188,9 @@ def _write_v2_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable
     last_change = latest_version(path)
     log = Path(path) / "_delta_log"
     # Under delta.checkpointPolicy = 'v2' every checkpoint Delta writes is a v2 one (asserted below for the last).
-    while not checkpoint_versions(path) or checkpoint_versions(path)[-1] < last_change:
+    # A checkpoint after the last change, so that no commit left holds the keys (a checkpoint at the change's own
+    # version keeps that commit, and its domain, in the log).
+    while not checkpoint_versions(path) or checkpoint_versions(path)[-1] <= last_change:
         _append(spark, path, rng, rng.randint(3, 10))
     checkpoint = checkpoint_versions(path)[-1]
     for _ in range(rng.randint(0, 1)):   # a commit after the checkpoint, or none
@@ -195,6 +202,8 @@ def _write_v2_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable
     actions = [json.loads(line) for line in top_level.read_text().splitlines()]
     assert any(action.get("domainMetadata", {}).get("domain") == "delta.clustering"
                for action in actions), "the keys are in the top-level file"
+    assert not any('"delta.clustering"' in commit.read_text() for commit in log.glob("*.json") if commit.stem.isdigit()), \
+        "no commit left holds the keys: they are in the checkpoint alone"
     sidecars = [action["sidecar"]["path"] for action in actions if "sidecar" in action]
     assert sidecars and all((log / "_sidecars" / name).is_file() for name in sidecars), \
         "the add actions are in the sidecar files the top-level file names"
@@ -244,27 +253,49 @@ _V2_FIX = ("this table's last checkpoint is a v2 checkpoint (delta.checkpointPol
           "actions are in the sidecar files of _delta_log/_sidecars/).")
 
 
+_MAPPING_FIX = ("with column mapping the domain names columns by their physical names (col-...): map each one to its "
+                "logical name through the schema (metaData.schemaString, each field's metadata "
+                "delta.columnMapping.physicalName).")
+_CLEANED_FIX = ("the commits before the checkpoint are gone: the checkpoint's domainMetadata column holds the domains in "
+                "force at its version, and its metaData column the schema; start from it, then apply the commits after it.")
+
+
+def _schema_only_in_checkpoint(table: KeysTable) -> bool:
+    """True if no commit left in the table's log holds a metaData action: the schema is in the checkpoint alone."""
+    if not table.cleaned:
+        return False
+    commits = [p for p in (Path(table.path) / "_delta_log").glob("*.json") if p.stem.isdigit()]
+    return not any('"metaData"' in commit.read_text() for commit in commits)
+
+
 def _keys_fix(table: KeysTable, answer: list[str]) -> str:
+    """The hint for a wrong answer on ``table``.
+
+    An answer that missed the checkpoint can look like another mistake: with the commits before a checkpoint
+    cleaned up, a reader that skips the checkpoint (or cannot find a v2 one) gets no domain ([]), or gets the domain
+    of a later commit without the schema to map its physical names. Those answers are told about the checkpoint and
+    the mapping both, since this table alone cannot tell the two mistakes apart."""
+    physical = any("col-" in name for name in answer)
+    checkpoint = f"{_CLEANED_FIX} {_V2_FIX}" if table.kind == "v2" else _CLEANED_FIX
+    if physical and _schema_only_in_checkpoint(table):
+        return f"{checkpoint} Then {_MAPPING_FIX}"
     nested = [name for name in table.expected if "." in name]
-    if nested and any("col-" in name for name in answer) and not any(name.startswith("col-") for name in answer):
+    if nested and physical and not any(name.startswith("col-") for name in answer):
         return ("every part of a nested key's path is a physical name under column mapping: map each one through the "
                 "fields of the struct it is in (the field's type holds its own fields, each with its "
                 "delta.columnMapping.physicalName), then join the logical names with '.'.")
-    if any("col-" in name for name in answer):
-        return ("with column mapping the domain names columns by their physical names (col-...): map each one to its "
-                "logical name through the schema (metaData.schemaString, each field's metadata "
-                "delta.columnMapping.physicalName).")
+    if physical:
+        return _MAPPING_FIX
     if not table.expected and table.kind in ("none", "never"):
         return ("a table without keys has no clustering columns: return an empty list (CLUSTER BY NONE writes a "
                 "delta.clustering domain whose clusteringColumns list is empty; a table never clustered has no domain).")
     if answer in table.earlier:
         return ("the keys changed after that: every ALTER TABLE ... CLUSTER BY writes a new domainMetadata action for "
                 "delta.clustering, and the last one (in commit order, after the checkpoint's) is in force.")
+    if table.cleaned and not answer and table.expected:
+        return checkpoint
     if table.kind == "v2":
         return _V2_FIX
-    if table.cleaned and not answer and table.expected:
-        return ("the commits before the checkpoint are gone: the checkpoint's domainMetadata column holds the domains in "
-                "force at its version; start from it, then apply the commits after it.")
     if sorted(answer) == sorted(table.expected):
         return "the order of the keys is the order of clusteringColumns in the domain: keep it."
     if nested and len(answer) == len(table.expected):
