@@ -2,9 +2,9 @@
 the feature sets the lab gives for delta-rs are what delta-rs does, and each kind of wrong answer is refused
 with a message that says what is wrong and never shows the expected answer.
 
-The wrong answers run on the tables of one seed (built once per process, about 40 s), which holds a legacy
-writer-6 protocol at reader 1, a column-mapped table at reader 2 / writer 7, deletion vectors turned on after
-the first commit and type widening turned on after it.
+The wrong answers run on the tables of this run's seed (built once per process, shared with the solution's
+run), which at every seed hold a legacy writer-6 protocol at reader 1, a column-mapped table at reader 2 /
+writer 7, deletion vectors turned on after the first commit and type widening turned on after it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from deltalab.labs.lab12_engines import (DELTA_RS_READS, DELTA_RS_WRITES, check_
 from deltalab.workdir import workdir
 from lab_testing import solution_and_student_version
 from lab_testing import check_failure as failure
-from lab_testing import solution_namespace, solution_seeds, stub
+from lab_testing import run_seed, solution_namespace, solution_seeds, stub
 
 # The labs' tests run in make test-labs (and those of its solutions at their seeds, marked seeds too, in
 # make test-seeds), not in make test: tests/README.md says why.
@@ -39,9 +39,8 @@ SOURCE = Path(__file__).resolve().parents[1] / "labs" / "source" / "lab12_engine
 #: domainMetadata (a writer feature it does not write), with a legacy reader 1 / writer 2; 7 lists
 #: vacuumProtocolCheck (a reader feature delta-rs refuses) from writer 2 and from writer 4.
 SEEDS = (6, 7)
-#: The wrong answers' seed: fixed, not this run's (lab_testing.run_seed), because at some seeds (23, 58 and 91 among
-#: the five tried) a wrong answer is refused with another mistake's hint, a case of issue 61 still open.
-TEST_SEED = 2
+#: The wrong answers run on the tables of this run's seed, which the solution's run above built (lab_testing.run_seed).
+TEST_SEED = run_seed()
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,7 @@ def solution() -> dict:
 
 @pytest.fixture
 def at_test_seed(monkeypatch):
-    """The checks' tables of TEST_SEED for one test."""
+    """The checks' tables of this run's seed for one test."""
     monkeypatch.setenv(SEED_ENV, str(TEST_SEED))
 
 
@@ -71,7 +70,7 @@ def test_lab12_the_stubs_are_not_written_yet(spark, at_test_seed):
     assert "read_with_delta_rs is not written yet" in failure(check_read_with_delta_rs, stub)
 
 
-def test_lab12_the_test_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
+def test_lab12_the_run_seed_has_the_tables_the_wrong_answers_need(spark, at_test_seed):
     protocols = [table.protocols[-1] for table in lab.engine_tables(spark, TEST_SEED)]
     assert {"minReaderVersion": 1, "minWriterVersion": 6} in protocols
     assert any(p["minReaderVersion"] == 2 and p["minWriterVersion"] == 7 for p in protocols)

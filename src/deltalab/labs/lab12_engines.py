@@ -223,14 +223,16 @@ def _as_names(check: str, name: str, answer: Any, seed: int) -> set[str]:
 
 
 
-def _needed_fix(protocol: dict[str, Any], to: str, got: set[str], expected: set[str]) -> str:
+def _needed_fix(protocol: dict[str, Any], to: str, got: set[str], expected: set[str], to_write: set[str]) -> str:
+    """The hint for a wrong ``features_needed(protocol, to)``; ``to_write``: Delta's features to write the protocol's
+    table, which holds the writer-only features a legacy protocol implies without listing them."""
     listed = set(protocol.get("readerFeatures") or []) | set(protocol.get("writerFeatures") or [])
     writer, reader = protocol.get("minWriterVersion", 0), protocol.get("minReaderVersion", 0)
     if to == "read" and expected and got == set(protocol.get("readerFeatures") or []):
         return ("readerFeatures exists only at reader version 3: at reader 2 with writer 7, a reader-writer feature "
                 "(columnMapping) is listed in writerFeatures alone; at reader 2 with a legacy writer it is implied "
                 "by the versions. Reading needs every reader-writer feature the protocol lists or implies.")
-    if to == "read" and got & listed - expected:
+    if to == "read" and got & (listed | to_write) - expected:
         return ("reading needs only the reader-writer features (the ones a reader would get wrong by ignoring: "
                 "deletionVectors, columnMapping, typeWidening, ...); writer-only features such as appendOnly or "
                 "changeDataFeed constrain writers.")
@@ -283,7 +285,8 @@ def check_features_needed(features_needed: Callable[[dict, str], set[str]]) -> N
                                                             f"{extra} feature(s) not needed" if extra else "") if part)
                     raise CheckFailed(check, f"on {table.what}, version {version}'s protocol {_protocol_shown(protocol)}: "
                                              f"features_needed(protocol, {to!r}) has {wrong}.",
-                                      _needed_fix(protocol, to, answer, expected), seed=seed)
+                                      _needed_fix(protocol, to, answer, expected, table.needed[version]["write"]),
+                                      seed=seed)
     passed(check, f"matches Delta's features to read and to write for {asked} questions: legacy versions and their "
                   "bundles, listed features, reader 2 with writer 7, protocols that change between versions.")
 
@@ -340,8 +343,10 @@ def _answer_rows(answer: Any) -> tuple[list[str], list[tuple]]:
 
 def _read_fix(table: EngineTable, version: int, got: tuple[list[str], list[tuple]] | None) -> str:
     if got is None and not table.needed[-1]["read"] <= DELTA_RS_READS:
+        # Also what an answer that reads the latest version whatever it is asked returns here: both are told.
         return ("each version has the protocol in force at that version (DeltaTable(path, version=v).protocol()): a "
-                "feature turned on later does not stop a client reading the versions before it.")
+                "feature turned on later does not stop a client reading the versions before it. So read the version "
+                "asked, DeltaTable(path, version=version), and decide by its own protocol.")
     if got is None:
         return ("delta-rs's scan() (the DataFusion path) reads this version right: DeltaTable(path, version=v), "
                 "then pyarrow.table(table.scan()).")
