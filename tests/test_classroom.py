@@ -32,7 +32,7 @@ from deltalab.classroom import (CLASSROOM_DRIVER_MEMORY, COURSE_ID, Classroom, c
                                 home_of, nbgrader_settings, start_classroom)
 from deltalab.errors import DeltaLabError
 from deltalab.processes import is_running, process_tree
-from process_testing import tree_memory
+from process_testing import poll, tree_memory
 
 STUDENTS = ["ada", "bo", "cy"]
 INSTRUCTORS = ["ina"]
@@ -247,7 +247,9 @@ def test_stopping_the_hub_stops_every_server_and_kernel(classroom, servers):
     tree = process_tree(classroom.process.pid)
     assert len(tree) > 1 + len(servers)   # the guardian, the hub, its proxy, the culler, the servers
     classroom.stop()
-    assert not [p for p in tree if is_running(p)]
+    # A kernel's Spark driver ends after its kernel (the guardian sees its parent gone): a bound, not an instant.
+    took = poll(lambda: not [p for p in tree if is_running(p)], 60, f"every process of the hub ended: {tree}")
+    print(f"every process of the hub had ended {took:.1f} s after it stopped")
 
 
 @pytest.mark.parametrize("kind, shortest", [("class-password", 8), ("instructor-password", 32)])
