@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
 from deltalab.plots import (OKABE_ITO, OUTCOME_COLOURS, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
-                            plot_schema_history, plot_skipping)
+                            plot_file_ranges, plot_schema_history, plot_skipping)
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -112,3 +112,17 @@ def test_client_outcomes_draw_a_cell_per_table_and_client_labelled_with_the_feat
     plt.close(drawn.ax.figure)
     with pytest.raises(DeltaLabError, match="does not know the outcomes"):
         plot_client_outcomes(outcomes.assign(outcome="maybe"))
+
+
+def test_file_ranges_draw_one_segment_per_file_sorted_by_min_on_whole_file_ticks():
+    import pandas as pd
+
+    stats = pd.DataFrame({"min.id": [50, 0], "max.id": [99, 49]})
+    ax = plot_file_ranges(stats, "id", title="t")
+    (segments,) = ax.collections
+    assert [tuple(map(tuple, s)) for s in segments.get_segments()] == [((0, 0), (49, 0)), ((50, 1), (99, 1))]
+    assert list(ax.get_yticks()) == [0, 1], "a tick per file"
+    assert list(plot_file_ranges(stats.head(1), "id").get_yticks()) == [0], "one file, one tick"
+    with pytest.raises(DeltaLabError, match="min.day"):
+        plot_file_ranges(stats, "day")
+    plt.close("all")

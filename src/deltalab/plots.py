@@ -306,6 +306,14 @@ def plot_file_ranges(stats: "pd.DataFrame", column: str, ax: "Axes | None" = Non
     ax = _axes(ax, (4, 4))
     ordered = stats.sort_values([lo, hi], kind="stable").reset_index(drop=True)
     ax.hlines(np.arange(len(ordered)), ordered[lo].astype(float), ordered[hi].astype(float), linewidth=1.2)
+    from matplotlib.ticker import MaxNLocator
+
+    # Files are counted: a tick per file for a few, whole numbers for many, never a tick at file 0.5.
+    if len(ordered) <= 10:
+        ax.set_yticks(range(len(ordered)))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(-0.5, max(len(ordered), 1) - 0.5)
     ax.set_xlabel(column)
     ax.set_ylabel("file (sorted by min)")
     ax.set_title(title or column, fontsize="medium")
