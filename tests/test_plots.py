@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
 from deltalab.plots import (OKABE_ITO, OUTCOME_COLOURS, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
-                            plot_file_ranges, plot_schema_history, plot_skipping)
+                            plot_file_ranges, plot_schema_history, plot_skipping, plot_transaction_lanes)
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -126,3 +126,24 @@ def test_file_ranges_draw_one_segment_per_file_sorted_by_min_on_whole_file_ticks
     with pytest.raises(DeltaLabError, match="min.day"):
         plot_file_ranges(stats, "day")
     plt.close("all")
+
+
+def test_transaction_lanes_draw_each_attempt_from_the_version_it_read_to_the_one_it_tried():
+    import pandas as pd
+
+    attempts = pd.DataFrame({"transaction": ["A", "B", "A"], "attempt": [1, 1, 2], "read_version": [0, 0, 1],
+                             "version": [1, 1, 2], "outcome": ["ConcurrentAppendException", "committed", "committed"]})
+    drawn = plot_transaction_lanes(attempts)
+    assert drawn.data["lane"].tolist() == [0, 1, 2] and drawn.data["committed"].tolist() == [False, True, True]
+    assert [t.get_text() for t in drawn.ax.get_yticklabels()] == ["A, attempt 1", "B, attempt 1", "A, attempt 2"]
+    assert [t.get_text() for t in drawn.ax.texts] == ["ConcurrentAppendException at v1", "committed v1", "committed v2"]
+    lines = [line for line in drawn.ax.lines if len(line.get_xdata()) == 2]
+    assert [list(line.get_xdata()) for line in lines] == [[0, 1], [0, 1], [1, 2]]
+    assert [matplotlib.colors.to_hex(line.get_color()) for line in lines] == [OKABE_ITO[3].lower(), OKABE_ITO[2].lower(),
+                                                                            OKABE_ITO[2].lower()]
+    assert list(drawn.ax.get_xticks()) == [0, 1, 2]
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="a version after the one it read"):
+        plot_transaction_lanes(attempts.assign(version=0))
+    with pytest.raises(DeltaLabError, match="needs the columns"):
+        plot_transaction_lanes(attempts.drop(columns="outcome"))

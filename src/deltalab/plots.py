@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -259,6 +259,46 @@ def plot_client_outcomes(outcomes: "pd.DataFrame", ax: "Axes | None" = None, tit
     ax.legend(handles=[Patch(facecolor=colour, label=outcome) for outcome, colour in OUTCOME_COLOURS.items()
                        if outcome in set(data["outcome"])],
               fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.02), ncols=4, frameon=False)
+    return Drawn(ax, data)
+
+
+def plot_transaction_lanes(attempts: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Drawn:
+    """Transactions as lanes over the table's versions: one lane per attempt (``transaction`` and ``attempt``),
+    a line from the version it read (a circle) to the version it tried to commit, ending in a filled square
+    when it committed there (bluish green) or a cross with the conflict class that refused it (vermillion).
+
+    ``attempts`` has one row per attempt: ``transaction``, ``attempt``, ``read_version``, ``version`` and
+    ``outcome`` (``"committed"`` or the class name). ``Drawn.data`` is ``attempts`` in lane order with each
+    row's ``lane`` (its y position) and ``committed``.
+    """
+    _require(attempts, ["transaction", "attempt", "read_version", "version", "outcome"], "plot_transaction_lanes")
+    if attempts.empty:
+        raise DeltaLabError("plot_transaction_lanes got no attempts.", fix="Pass one row per attempt of each transaction.")
+    bad = attempts[attempts["version"] <= attempts["read_version"]]
+    if not bad.empty:
+        raise DeltaLabError(f"an attempt must try a version after the one it read: {bad.to_dict('records')}.",
+                            fix="version is the commit the attempt tried to write, read_version + 1 or later.")
+    data = attempts.reset_index(drop=True).copy()
+    data["lane"] = range(len(data))
+    data["committed"] = data["outcome"] == "committed"
+    green, vermillion = OKABE_ITO[2], OKABE_ITO[3]
+    ax = _axes(ax, (7.5, 0.6 * len(data) + 1.4))
+    for row in data.itertuples():
+        colour = green if row.committed else vermillion
+        ax.plot([row.read_version, row.version], [row.lane, row.lane], color=colour, linewidth=2.5, zorder=1)
+        ax.plot(row.read_version, row.lane, "o", color=colour, markerfacecolor="white", markersize=9, zorder=2)
+        ax.plot(row.version, row.lane, "s" if row.committed else "X", color=colour, markersize=11, zorder=2)
+        said = f"committed v{row.version}" if row.committed else f"{row.outcome} at v{row.version}"
+        ax.annotate(said, (row.version, row.lane), xytext=(10, 0), textcoords="offset points", va="center",
+                    fontsize="small", color=colour)
+    versions = range(int(data["read_version"].min()), int(data["version"].max()) + 1)
+    ax.set_xticks(list(versions))
+    ax.set_xlim(min(versions) - 0.4, max(versions) + 1.6)   # room for the labels right of the last version
+    ax.set_ylim(len(data) - 0.4, -0.6)
+    ax.set_yticks(list(data["lane"]), [f"{row.transaction}, attempt {row.attempt}" for row in data.itertuples()])
+    ax.set_xlabel("table version (circle: the snapshot read; square: committed; cross: refused)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title or "each attempt: the version it read and the version it tried to commit", fontsize="medium")
     return Drawn(ax, data)
 
 
