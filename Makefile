@@ -6,6 +6,7 @@
 #   make test-labs                                            every lab: solution, student version, wrong answers, grading
 #   make test-seeds                                           the labs' solutions at their fixed seeds
 #   make test-sizes                                           the notebooks at their smallest and larger parameters
+#   make test-mutants LAB=lab02 MUTANTS_MAX=60                each lab's checks against mutants of its solution
 #   make test-cluster CLUSTER_NOTEBOOKS=all|ci|00_hello_delta,... notebooks on a loopback Spark cluster
 #   make classroom STUDENTS=ada,bo INSTRUCTORS=ina          JupyterHub with the course for a class, on 127.0.0.1:8000
 #   make test-classroom                                       the classroom's tests: a hub, three students, notebook 00, a lab
@@ -17,6 +18,10 @@ PY := $(VENV)/bin/python
 PORT ?= 8888
 WORKERS ?= 2
 PYTEST_ARGS ?=
+# make test-mutants: at most MUTANTS_MAX mutants per lab (0: all), at most MUTANTS_MINUTES per lab; LAB=lab02 for one.
+MUTANTS_MAX ?= 60
+MUTANTS_MINUTES ?= 20
+LAB ?=
 NB ?= notebooks/*.ipynb
 # Who JupyterLab is for: learner (the default) or instructor. Read from the command line only
 # (make lab ROLE=instructor), so that an unrelated ROLE in the environment cannot change the course.
@@ -27,10 +32,10 @@ ifeq ($(filter learner instructor,$(ROLE)),)
 $(error ROLE=$(ROLE) is not a JupyterLab role: run `make lab` (learner) or `make instructor`)
 endif
 
-.PHONY: help setup lab instructor reset classroom test test-labs test-seeds test-sizes test-cluster test-classroom outputs doctor lock clean
+.PHONY: help setup lab instructor reset classroom test test-labs test-seeds test-mutants test-sizes test-cluster test-classroom outputs doctor lock clean
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,13p' Makefile
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltalab needs Python 3.11 or newer (the pinned numpy and matplotlib do); run e.g. make PYTHON=python3.11 ...")'
@@ -85,12 +90,19 @@ test: setup
 # A target of its own so that each stays short (the aim: 15 minutes on two cores each; tests/README.md); CI runs both.
 # --dist loadfile: a file runs on one worker (a lab's tests share the tables they build once per process).
 test-labs: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m "labs and not seeds" tests/test_lab*.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m "labs and not seeds and not mutants" tests/test_lab*.py $(PYTEST_ARGS)
 
 # The labs' solutions at their fixed seeds, which together cover every edge case the checks generate (for
 # a lab's author; not in CI, whose make test-labs draws a fresh seed each run: tests/README.md).
 test-seeds: setup
 	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
+
+# Each lab's checks against mutants of its own solution (tests/support/mutants.py): every small wrong version of
+# the solution must fail a check, or be listed as equivalent in tests/mutants_allowed.toml. One test per lab,
+# --dist load spreads the labs over the workers; the reports go to build/mutants/<lab>.md (printed: -rA).
+# Hours for every lab (about 5 to 20 minutes a lab); not in CI: tests/README.md.
+test-mutants: setup
+	DELTALAB_MUTANTS_MAX=$(MUTANTS_MAX) DELTALAB_MUTANTS_LAB_MINUTES=$(MUTANTS_MINUTES) $(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist load) -rA -m mutants tests/test_lab_mutants.py $(if $(LAB),-k $(LAB)) $(PYTEST_ARGS)
 
 # The notebooks with papermill at their smallest parameters and at larger ones (tests/test_sizes.py):
 # their asserts must hold at any size their parameters cell accepts. About an hour; not in CI.
