@@ -12,7 +12,8 @@ import pytest  # noqa: E402
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
 from deltalab.plots import (OKABE_ITO, OUTCOME_COLOURS, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
-                            plot_file_ranges, plot_schema_history, plot_skipping, plot_transaction_lanes)
+                            plot_file_ranges, plot_micro_batches, plot_schema_history, plot_skipping,
+                            plot_transaction_lanes)
 
 A = "part-00000-3f2a9c1e-0000-4000-8000-000000000001-c000.snappy.parquet"
 B = "city=new%20york/part-00000-77aa9c1e-0000-4000-8000-000000000002-c000.snappy.parquet"
@@ -147,3 +148,30 @@ def test_transaction_lanes_draw_each_attempt_from_the_version_it_read_to_the_one
         plot_transaction_lanes(attempts.assign(version=0))
     with pytest.raises(DeltaLabError, match="needs the columns"):
         plot_transaction_lanes(attempts.drop(columns="outcome"))
+
+
+def test_micro_batches_draw_a_filled_mark_per_committed_batch_and_a_hollow_one_per_skipped_batch():
+    import pandas as pd
+
+    batches = pd.DataFrame({"run": ["first", "first", "restart"], "batch": [0, 1, 1], "version": [1, 2, 2],
+                            "committed": [True, True, False]})
+    drawn = plot_micro_batches(batches)
+    assert drawn.data["lane"].tolist() == [0, 0, 1]
+    assert [t.get_text() for t in drawn.ax.texts] == ["batch 0", "batch 1", "batch 1 skipped"]
+    assert [t.get_text() for t in drawn.ax.get_yticklabels()] == ["first", "restart"]
+    faces = [matplotlib.colors.to_hex(line.get_markerfacecolor()) for line in drawn.ax.lines]
+    assert faces == [OKABE_ITO[2].lower(), OKABE_ITO[2].lower(), "#ffffff"]
+    assert list(drawn.ax.get_xticks()) == [0, 1, 2]
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="needs the columns"):
+        plot_micro_batches(batches.drop(columns="committed"))
+
+
+def test_micro_batches_of_a_long_run_label_each_lanes_ends_and_the_skipped_batch():
+    import pandas as pd
+
+    rows = [{"run": "first", "batch": b, "version": b + 1, "committed": True} for b in range(30)]
+    drawn = plot_micro_batches(pd.DataFrame(rows + [{"run": "restart", "batch": 29, "version": 30, "committed": False}]))
+    assert [t.get_text() for t in drawn.ax.texts] == ["batch 0", "batch 29", "batch 29 skipped"]
+    assert len(drawn.ax.get_xticks()) <= 12
+    plt.close(drawn.ax.figure)

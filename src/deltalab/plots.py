@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_micro_batches", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -299,6 +299,52 @@ def plot_transaction_lanes(attempts: "pd.DataFrame", ax: "Axes | None" = None, t
     ax.set_xlabel("table version (circle: the snapshot read; square: committed; cross: refused)")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(title or "each attempt: the version it read and the version it tried to commit", fontsize="medium")
+    return Drawn(ax, data)
+
+
+def plot_micro_batches(batches: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Drawn:
+    """Streaming runs as lanes over the sink table's versions: each micro-batch a mark at the version whose ``txn``
+    holds it, filled (bluish green) when the run committed that version, hollow (orange) when the run found the
+    batch already in the table and skipped it.
+
+    ``batches`` has one row per batch: ``run`` (the lane), ``batch`` (its id) ``version`` (the table version whose
+    ``txn`` has that batch) and ``committed``. ``Drawn.data`` is ``batches`` with each row's ``lane`` and ``label``
+    (empty when left out: past version 12 only each lane's first and last batch and the skipped ones are labelled).
+    """
+    _require(batches, ["run", "batch", "version", "committed"], "plot_micro_batches")
+    if batches.empty:
+        raise DeltaLabError("plot_micro_batches got no batches.", fix="Pass one row per micro-batch of each run.")
+    data = batches.reset_index(drop=True).copy()
+    runs = list(dict.fromkeys(data["run"]))
+    data["lane"] = [runs.index(run) for run in data["run"]]
+    data["label"] = [f"batch {row.batch}" if row.committed else f"batch {row.batch} skipped" for row in data.itertuples()]
+    if data["version"].max() > 12:   # too many to label side by side: each lane's first and last, and every skipped one
+        ends = data.groupby("lane")["batch"].agg(["min", "max"])
+        keep = [not row.committed or row.batch in (ends.loc[row.lane, "min"], ends.loc[row.lane, "max"])
+                for row in data.itertuples()]
+        data["label"] = [label if kept else "" for label, kept in zip(data["label"], keep)]
+    green, orange = OKABE_ITO[2], OKABE_ITO[1]
+    ax = _axes(ax, (8, 0.7 * len(runs) + 1.5))
+    for row in data.itertuples():
+        colour = green if row.committed else orange
+        ax.plot(row.version, row.lane, "o", color=colour, markersize=12, markeredgewidth=2,
+                markerfacecolor=colour if row.committed else "white")
+        if row.label:
+            ax.annotate(row.label, (row.version, row.lane), xytext=(0, 11), textcoords="offset points", ha="center",
+                        fontsize="small", color=colour)
+    versions = range(0, int(data["version"].max()) + 1)
+    if len(versions) <= 20:
+        ax.set_xticks(list(versions))
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(-0.5, max(versions) + 0.5)
+    ax.set_ylim(len(runs) - 0.5, -0.8)
+    ax.set_yticks(range(len(runs)), runs)
+    ax.set_xlabel("table version whose txn holds the batch (filled: committed by this run; hollow: skipped)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title or "micro-batches and the table versions that hold them", fontsize="medium")
     return Drawn(ax, data)
 
 
