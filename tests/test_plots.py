@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from deltalab.errors import DeltaLabError  # noqa: E402
 from deltalab.log import FileLifetime  # noqa: E402
-from deltalab.plots import (OKABE_ITO, OUTCOME_COLOURS, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
+from deltalab.plots import (CHANGE_TYPE_COLOURS, OKABE_ITO, OUTCOME_COLOURS, plot_change_feed, plot_client_outcomes, plot_file_lifetimes,  # noqa: E402
                             plot_file_ranges, plot_micro_batches, plot_schema_history, plot_skipping,
                             plot_transaction_lanes)
 
@@ -175,3 +175,23 @@ def test_micro_batches_of_a_long_run_label_each_lanes_ends_and_the_skipped_batch
     assert [t.get_text() for t in drawn.ax.texts] == ["batch 0", "batch 29", "batch 29 skipped"]
     assert len(drawn.ax.get_xticks()) <= 12
     plt.close(drawn.ax.figure)
+
+
+def test_change_feed_stacks_each_versions_change_rows_and_hatches_those_read_from_adds():
+    import pandas as pd
+
+    per_version = pd.DataFrame({"operation": ["CREATE TABLE", "MERGE", "MERGE"], "cdc": [0, 0, 2], "insert": [0, 3, 1],
+                                "update_preimage": [0, 0, 2], "update_postimage": [0, 0, 2], "delete": [0, 0, 0]},
+                               index=pd.Index([0, 1, 2], name="version"))
+    drawn = plot_change_feed(per_version)
+    assert drawn.data.values.tolist() == [[1, "insert", 3, False], [2, "insert", 1, True], [2, "update_preimage", 2, True],
+                                          [2, "update_postimage", 2, True]]
+    bars = drawn.ax.patches
+    assert [b.get_height() for b in bars] == [3, 1, 2, 2] and [b.get_y() for b in bars] == [0, 0, 1, 3]
+    assert [matplotlib.colors.to_hex(b.get_facecolor()) for b in bars] == [
+        CHANGE_TYPE_COLOURS[t].lower() for t in ("insert", "insert", "update_preimage", "update_postimage")]
+    assert [b.get_hatch() for b in bars] == ["//", None, None, None]
+    assert [t.get_text() for t in drawn.ax.get_xticklabels()] == ["v0\nCREATE TABLE", "v1\nMERGE", "v2\nMERGE"]
+    plt.close(drawn.ax.figure)
+    with pytest.raises(DeltaLabError, match="needs the columns"):
+        plot_change_feed(per_version.drop(columns="cdc"))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_client_outcomes", "plot_file_lifetimes", "plot_micro_batches", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_change_feed", "plot_client_outcomes", "plot_file_lifetimes", "plot_micro_batches", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -346,6 +346,48 @@ def plot_micro_batches(batches: "pd.DataFrame", ax: "Axes | None" = None, title:
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(title or "micro-batches and the table versions that hold them", fontsize="medium")
     return Drawn(ax, data)
+
+
+#: The change feed's row types, in the order they are stacked, with their Okabe-Ito colours.
+CHANGE_TYPE_COLOURS = {"insert": OKABE_ITO[2], "update_preimage": OKABE_ITO[1], "update_postimage": OKABE_ITO[0],
+                       "delete": OKABE_ITO[3]}
+
+
+def plot_change_feed(per_version: "pd.DataFrame", ax: "Axes | None" = None, title: str | None = None) -> Drawn:
+    """A table's change feed per version: one stacked bar per commit, its change rows by ``_change_type``
+    (:data:`CHANGE_TYPE_COLOURS`), hatched when the commit wrote no ``cdc`` files and the reader derived its rows
+    from the commit's ``add`` and ``remove`` actions; a commit with no change rows is an empty slot.
+
+    ``per_version`` has one row per version (``version`` as a column or the index): ``operation``, ``cdc`` (the
+    number of ``cdc`` actions) and a count per change type. ``Drawn.data`` has one row per version and change type
+    drawn: ``version``, ``change_type``, ``rows`` and ``from_cdc_files``.
+    """
+    import pandas as pd
+    from matplotlib.patches import Patch
+
+    frame = per_version.reset_index() if "version" not in per_version.columns else per_version.reset_index(drop=True)
+    _require(frame, ["version", "operation", "cdc", *CHANGE_TYPE_COLOURS], "plot_change_feed")
+    drawn = []
+    ax = _axes(ax, (max(6.0, 1.1 * len(frame) + 2), 4))
+    for position, row in enumerate(frame.itertuples(index=False)):
+        bottom = 0
+        from_cdc = int(row.cdc) > 0
+        for change_type, colour in CHANGE_TYPE_COLOURS.items():
+            count = int(getattr(row, change_type))
+            if count:
+                ax.bar(position, count, bottom=bottom, color=colour, edgecolor="white" if from_cdc else "black",
+                       hatch=None if from_cdc else "//", width=0.7)
+                drawn.append({"version": int(row.version), "change_type": change_type, "rows": count, "from_cdc_files": from_cdc})
+                bottom += count
+    ax.set_xticks(range(len(frame)), [f"v{row.version}\n{row.operation}" for row in frame.itertuples(index=False)],
+                  fontsize="small")
+    ax.set_ylabel("change rows")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    handles = [Patch(facecolor=colour, label=change_type) for change_type, colour in CHANGE_TYPE_COLOURS.items()]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="no cdc files: read from add actions"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    ax.set_title(title or "change rows per version, by change type", fontsize="medium")
+    return Drawn(ax, pd.DataFrame(drawn, columns=["version", "change_type", "rows", "from_cdc_files"]))
 
 
 def plot_effectiveness(
