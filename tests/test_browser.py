@@ -371,7 +371,32 @@ def test_learner_lab_runs_notebook_00(learner_lab, page):
 
     row_count.first.scroll_into_view_if_needed()
     screenshot = _screenshot(page, "browser-00_hello_delta.png")
-    print(f"\nbrowser test: notebook 00 ran in {seconds:.0f} s in Chromium; screenshot: {screenshot}")
+
+    # The figure the run drew (the file lifetimes of hello_delta), as the learner sees it: an image JupyterLab
+    # rendered, decoded by the browser, with a picture in it rather than a blank rectangle.
+    figure = panel.locator(".jp-RenderedImage img").first
+    figure.wait_for(state="attached", timeout=RUN_TIMEOUT_MS)
+    figure.scroll_into_view_if_needed()
+    natural = figure.evaluate("img => [img.complete, img.naturalWidth, img.naturalHeight]")
+    assert natural[0] and natural[1] > 300 and natural[2] > 150, f"the figure is not a decoded image: {natural}"
+    drawn = _artifacts() / "browser-00_hello_delta-figure.png"
+    figure.screenshot(path=str(drawn))
+    ink, colours = _ink(drawn)
+    assert ink > 0.05 and colours > 50, f"the rendered figure looks blank: {ink:.1%} of its pixels not background, {colours} colours"
+    print(f"\nbrowser test: notebook 00 ran in {seconds:.0f} s in Chromium; screenshot: {screenshot}; its figure as "
+          f"rendered ({natural[1]}x{natural[2]}, {ink:.0%} ink): {drawn}")
+
+
+def _ink(png: Path) -> tuple[float, int]:
+    """The share of a screenshot's pixels that differ from its most common colour (the background), and the
+    number of distinct colours: a blank or one-colour image has almost none of either."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = image.convert("RGB")
+        counts = rgb.getcolors(maxcolors=rgb.width * rgb.height)   # (count, colour) for every colour present
+    background = max(count for count, _ in counts)
+    return 1 - background / (rgb.width * rgb.height), len(counts)
 
 
 def _contents(page, lab: Lab, folder: str) -> list[str]:

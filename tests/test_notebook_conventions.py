@@ -286,7 +286,7 @@ def test_what_nbval_does_not_compare_is_asserted(path: Path):
 
 #: The notebooks that draw no matplotlib figure yet (issue 59): the list may only shrink. A notebook that gains a
 #: figure must leave it, and every other notebook keeps at least one figure among its committed outputs.
-WITHOUT_A_FIGURE = frozenset({"00_hello_delta", "00b_the_course_session"})
+WITHOUT_A_FIGURE = frozenset({"00b_the_course_session"})
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
