@@ -284,8 +284,10 @@ def test_what_nbval_does_not_compare_is_asserted(path: Path):
     assert not problems, f"{path.name}: " + "; ".join(problems)
 
 
-#: The notebooks that draw no matplotlib figure yet (issue 59): the list may only shrink. A notebook that gains a
-#: figure must leave it, and every other notebook keeps at least one figure among its committed outputs.
+#: The notebooks that draw no matplotlib figure: the list may only shrink. A notebook that gains a figure must leave
+#: it, and every other notebook keeps at least one figure among its committed outputs. 00b is the appendix on what
+#: get_spark() configures (jars, settings, versions): no table mechanism to draw, and a chart of settings would be
+#: decoration.
 WITHOUT_A_FIGURE = frozenset({"00b_the_course_session"})
 
 
