@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from course_testing import checkout_copy, require
+from course_testing import artifacts, checkout_copy, ink, require
 from deltalab.jupyterlab import JUPYTER_CONFIG_ENV, OPENS, WORKING_DIRS, lab_launch
 from deltalab.processes import free_loopback_port
 
@@ -78,12 +78,6 @@ class BrowserTab:
 
     tab: object
     requests: list[str] = field(default_factory=list)
-
-
-def _artifacts() -> Path:
-    directory = Path(os.environ.get("DELTALAB_ARTIFACTS") or REPO / ".artifacts")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
 
 
 def _user_settings(settings: Path) -> None:
@@ -232,7 +226,7 @@ def _no_news(page: BrowserTab) -> None:
 
 
 def _screenshot(page: BrowserTab, name: str) -> Path:
-    screenshot = _artifacts() / name
+    screenshot = artifacts() / name
     page.tab.screenshot(path=str(screenshot), full_page=False)
     assert screenshot.stat().st_size > 10_000, "the screenshot is empty"
     return screenshot
@@ -379,24 +373,12 @@ def test_learner_lab_runs_notebook_00(learner_lab, page):
     figure.scroll_into_view_if_needed()
     natural = figure.evaluate("img => [img.complete, img.naturalWidth, img.naturalHeight]")
     assert natural[0] and natural[1] > 300 and natural[2] > 150, f"the figure is not a decoded image: {natural}"
-    drawn = _artifacts() / "browser-00_hello_delta-figure.png"
+    drawn = artifacts() / "browser-00_hello_delta-figure.png"
     figure.screenshot(path=str(drawn))
-    ink, colours = _ink(drawn)
-    assert ink > 0.05 and colours > 50, f"the rendered figure looks blank: {ink:.1%} of its pixels not background, {colours} colours"
+    share, colours = ink(drawn)
+    assert share > 0.05 and colours > 50, f"the rendered figure looks blank: {share:.1%} of its pixels not background, {colours} colours"
     print(f"\nbrowser test: notebook 00 ran in {seconds:.0f} s in Chromium; screenshot: {screenshot}; its figure as "
-          f"rendered ({natural[1]}x{natural[2]}, {ink:.0%} ink): {drawn}")
-
-
-def _ink(png: Path) -> tuple[float, int]:
-    """The share of a screenshot's pixels that differ from its most common colour (the background), and the
-    number of distinct colours: a blank or one-colour image has almost none of either."""
-    from PIL import Image
-
-    with Image.open(png) as image:
-        rgb = image.convert("RGB")
-        counts = rgb.getcolors(maxcolors=rgb.width * rgb.height)   # (count, colour) for every colour present
-    background = max(count for count, _ in counts)
-    return 1 - background / (rgb.width * rgb.height), len(counts)
+          f"rendered ({natural[1]}x{natural[2]}, {share:.0%} ink): {drawn}")
 
 
 def _contents(page, lab: Lab, folder: str) -> list[str]:

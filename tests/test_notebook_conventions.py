@@ -15,6 +15,7 @@ The rules (src/deltalab/README.md, "Notebooks"), one test each:
 from __future__ import annotations
 
 import ast
+import base64
 import importlib.util
 import io
 import pkgutil
@@ -28,6 +29,7 @@ import nbformat
 import pytest
 
 import deltalab
+from course_testing import artifacts, ink
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -300,3 +302,13 @@ def test_every_notebook_not_listed_draws_a_figure(path: Path):
         assert not figures, f"{path.name} draws a figure now: take it off WITHOUT_A_FIGURE"
     else:
         assert figures, f"{path.name} lost its figure (a matplotlib figure drawn from the real table, shown in its outputs)"
+        # Each committed figure as a file beside the browser test's screenshots (.artifacts/figures/), not blank.
+        pngs = [output["data"]["image/png"] for cell in notebook.cells if cell.cell_type == "code"
+                for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+        folder = artifacts() / "figures"
+        folder.mkdir(exist_ok=True)
+        for number, png in enumerate(pngs, 1):
+            saved = folder / f"{path.stem}-{number}.png"
+            saved.write_bytes(base64.b64decode("".join(png) if isinstance(png, list) else png))
+            share, colours = ink(saved)
+            assert share > 0.02 and colours > 20, f"{path.name}'s figure {number} looks blank ({saved}: {share:.1%} ink)"

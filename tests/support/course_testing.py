@@ -1,5 +1,6 @@
 """Helpers the test modules import: the repository's folder, skipping (or failing on CI) for a
-missing tool, and the small Delta table several files start from.
+missing tool, the small Delta table several files start from, and the folder of pictures tests leave
+(screenshots, figures) with a check that a picture is not blank.
 
 A uniquely named module on the suite's path (``pythonpath`` in pyproject.toml), never imported as
 ``conftest``: tests/conftest.py holds fixtures and hooks only."""
@@ -66,3 +67,22 @@ def checkout_copy(root: Path) -> Path:
             (root / "labs").mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / "labs" / name)
     return root
+
+
+def artifacts() -> Path:
+    """The folder tests leave their pictures in (screenshots, figures): ``$DELTALAB_ARTIFACTS``, else .artifacts/."""
+    directory = Path(os.environ.get("DELTALAB_ARTIFACTS") or REPO / ".artifacts")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def ink(png: Path) -> tuple[float, int]:
+    """The share of a PNG's pixels that differ from its most common colour (the background), and the number of
+    distinct colours: a blank or one-colour image has almost none of either."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        rgb = image.convert("RGB")
+        counts = rgb.getcolors(maxcolors=rgb.width * rgb.height)   # (count, colour) for every colour present
+    background = max(count for count, _ in counts)
+    return 1 - background / (rgb.width * rgb.height), len(counts)
