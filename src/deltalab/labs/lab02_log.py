@@ -14,7 +14,8 @@ log must URL-encode and with deletion vectors on, ending with a DELETE that give
 vectors (Delta 4.4 commits ``add(A, dv)`` before ``remove(A)``: a replay keyed by path alone loses
 A), a checkpoint, and an OPTIMIZE that removes those files by (path, deletion vector) after the
 checkpoint; then of a copy whose commits before one of its checkpoints are deleted; then at the
-commit a newer Delta would write (the protocol above, plus the ``remove`` of one live file). Each
+commit a newer Delta would write (the protocol above, plus the ``remove`` of one live file); then of a
+table whose first commit writes its data files (no checkpoint: a replay starts at commit 0). Each
 answer is compared with Spark's ``inputFiles()`` at that version, as relative paths on disk (the
 last one with Spark's files of the version before, minus the removed file).
 
@@ -190,6 +191,16 @@ def _history_cases(spark: Any, folder: Path, seed: int) -> Iterator[_Case]:
     gone = {unquote(removed["path"])} if removed else set()
     yield _Case(path, {latest + 1: expected[latest] - gone}, what, _FUTURE_HINT, seed, future=latest + 1)
 
+    # A table whose first commit writes its files (a DataFrame saved, not CREATE TABLE then INSERT), with no
+    # checkpoint: version 0's adds are live files, and a replay has to start at commit 0 itself.
+    written = str(folder / "first_commit_writes")
+    rows = rng.randint(4, 30)
+    spark.range(0, rows, 1, rng.randint(1, 3)).write.format("delta").save(written)
+    spark.sql(f"DELETE FROM delta.`{written}` WHERE id = {rng.randrange(rows)}")
+    assert not checkpoint_versions(written)
+    yield _Case(written, {v: set(spark_files(spark, written, v, relative=True)) for v in (0, 1)},
+                "a table whose first commit wrote its data files (no checkpoint)", _REPLAY_HINT, seed)
+
 
 def _cases(spark: Any, seed: int) -> Iterator[_Case]:
     """The example table first (quick feedback, the same in every run), then the run's generated ones."""
@@ -317,6 +328,9 @@ def _files_fix(case: _Case, got: set[str], expected: set[str], with_dv: set[str]
         return ("a remove names the deletion vector of the add it ends: key the checkpoint's add rows and the "
                 "JSON actions the same way, by (path, storageType + pathOrInlineDv + offset), ignoring other fields.")
     if missing and not got:
+        if not checkpoint_versions(case.path):
+            return ("with no checkpoint at or below `version`, replay every commit from 0: the first commit's "
+                    "add actions are live files too.")
         return _CLEANED_HINT
     if extra:
         return ("a `remove` action in a later commit ends a file's life; also stop at `version` "
