@@ -6,7 +6,8 @@
 mapping on or off, a clustering column renamed, the keys
 changed by ``ALTER TABLE ... CLUSTER BY`` once or twice or removed (``CLUSTER BY NONE``), clustering turned
 on for an existing table, a table never clustered, a checkpoint after the last change or not, the
-commits before that checkpoint cleaned up, and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
+commits before that checkpoint cleaned up, another domain in the log (the table created clustered has row
+tracking on, whose ``delta.rowTracking`` domain every append writes), and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
 the commits before it cleaned up. The answer must come from the log alone: no Spark, no course
 reader, nothing written.
 
@@ -109,6 +110,10 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
     properties = {"delta.checkpointInterval": str(interval)}
     if mapped:
         properties["delta.columnMapping.mode"] = "name"
+    if kind == "created":
+        # Row tracking writes a domain of its own (delta.rowTracking) in every append and in the checkpoint: the
+        # log holds domainMetadata actions that are not the keys.
+        properties["delta.enableRowTracking"] = "true"
     keys = rng.sample(COLUMNS, rng.randint(1, 2))
     history: list[list[str]] = []
     columns = list(COLUMNS)
@@ -150,6 +155,12 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
     cleaned = bool(checkpoints) and (kind == "created" or rng.random() < 0.6)
     if cleaned:
         clean_up_commits(path, checkpoints[-1])
+    if kind == "created":   # a commit after the checkpoint whose only domain is row tracking's
+        _append(spark, path, rng, rng.randint(3, 10), columns=columns)
+        domains = [json.loads(line)["domainMetadata"]["domain"] for line in
+                   (Path(path) / "_delta_log" / f"{latest_version(path):020d}.json").read_text().splitlines()
+                   if "domainMetadata" in line]
+        assert domains == ["delta.rowTracking"], domains
     expected = _describe_clustering(spark, path)
     earlier = [keys for keys in history[:-1] if keys != expected]
     return KeysTable(path, what + (" (column mapping on)" if mapped and kind != "renamed" else "")
