@@ -32,3 +32,25 @@ def test_every_mutant_of_the_solution_is_refused_by_a_check(spark, lab):
                     f"{path}):\n" + "\n".join(f"  {o.mutant.exercise} L{o.mutant.line} {o.mutant.operator}: "
                                              f"{o.mutant.original}  →  {o.mutant.mutated}" for o in run.not_allowed),
                     pytrace=False)
+
+
+def test_a_mutant_past_its_limit_is_stopped_and_the_session_still_answers(spark, monkeypatch):
+    """The timeout, on the real session: a Spark job past the limit is cancelled (its call returns with an error,
+    counted as a timeout), a JVM call with no job to cancel gets its py4j connection closed after the grace, a
+    Python loop is stopped at once; each time the next Spark call gets its own answer."""
+    import time
+
+    import mutants
+    from mutants import _Alarm
+
+    monkeypatch.setattr(mutants, "GRACE", 2.0)
+    for block in (lambda: spark.range(0, 10**12).selectExpr("sum(id % 7)").collect(),
+                  lambda: spark.sparkContext._jvm.java.lang.Thread.sleep(60_000),
+                  lambda: [None for _ in iter(int, 1)]):
+        began, alarm = time.monotonic(), _Alarm(1, spark)
+        with pytest.raises(BaseException) as stopped:   # MutantTimeout, or the cancelled job's error
+            with alarm:
+                block()
+        assert alarm.fired and time.monotonic() - began < 30, (stopped.value, time.monotonic() - began)
+        spark.sparkContext.cancelAllJobs()
+        assert spark.range(7).count() == 7 and spark.sql("SELECT 2 + 2 AS four").first().four == 4

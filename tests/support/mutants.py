@@ -538,16 +538,55 @@ class _Verdict:
     bad_message: str = ""
 
 
-class _Alarm:
-    """``with _Alarm(seconds):`` raises MutantTimeout in the block after ``seconds`` (main thread only; else no limit)."""
+def _in_py4j(frame) -> bool:
+    """Whether ``frame`` (where a signal interrupted this thread) is inside a py4j call: waiting for the JVM's answer."""
+    while frame is not None:
+        if f"{os.sep}py4j{os.sep}" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.active = threading.current_thread() is threading.main_thread()
+
+#: Seconds a mutant past its limit, in a JVM call, gets to return once its Spark jobs are cancelled.
+GRACE = 10.0
+
+
+class _Alarm:
+    """``with _Alarm(seconds, spark):`` stops the block after ``seconds`` (main thread only; else no limit).
+
+    In Python code it raises MutantTimeout at once. In a JVM call it must not: py4j's connection of this thread would
+    still owe that call's answer, and pyspark's own clean-up (``SCCallSiteSync.__exit__``) sends its next command on
+    it and waits behind the running job. So it first cancels the session's jobs from another thread (the call then
+    returns, with an error) and looks again after :data:`GRACE` seconds; a call still running then (no Spark job to
+    cancel) has its connection closed, so that the next call opens a new one, and MutantTimeout is raised. ``fired``
+    says whether the limit was reached (a mutant whose jobs were cancelled fails its check: still a timeout)."""
+
+    def __init__(self, seconds: float, spark=None) -> None:
+        self.seconds, self.spark = seconds, spark
+        self.active = seconds > 0 and threading.current_thread() is threading.main_thread()
+        self.fired = False
+
+    def _cancel_jobs(self) -> None:
+        if self.spark is not None:
+            threading.Thread(target=self.spark.sparkContext.cancelAllJobs, daemon=True).start()
+
+    def _close_connection(self) -> None:
+        client = self.spark.sparkContext._gateway._gateway_client if self.spark is not None else None
+        connection = getattr(client, "get_thread_connection", lambda: None)()
+        if connection is not None:
+            connection.close(reset=True)
 
     def __enter__(self) -> "_Alarm":
         if self.active:
             def ring(signum, frame):  # noqa: ARG001 - a signal handler's signature
+                first = not self.fired
+                self.fired = True
+                if _in_py4j(frame):
+                    if first:
+                        self._cancel_jobs()
+                        signal.setitimer(signal.ITIMER_REAL, GRACE)
+                        return
+                    self._close_connection()
                 raise MutantTimeout(f"past {self.seconds:.0f} s")
             self.previous = signal.signal(signal.SIGALRM, ring) or signal.SIG_DFL
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -604,13 +643,8 @@ class Runner:
         return changed
 
     def after_timeout(self) -> None:
-        """Stop what the mutant left running: its Spark jobs, and the py4j connection of this thread, which may
-        still owe the interrupted call's answer (the next call would read it as its own)."""
+        """Stop the Spark jobs a mutant past its limit left running (its JVM call was cancelled or cut: _Alarm)."""
         self.spark.sparkContext.cancelAllJobs()
-        client = self.spark.sparkContext._gateway._gateway_client
-        connection = getattr(client, "get_thread_connection", lambda: None)()
-        if connection is not None:
-            connection.close(reset=True)
         time.sleep(1)   # the cancelled jobs' tasks end
 
     def run(self, replaced: Mutant | None, checks: list[str], limits: dict[str, float] | None = None,
@@ -633,11 +667,15 @@ class Runner:
         for check in checks:
             out = io.StringIO()
             start = time.monotonic()
+            alarm = _Alarm((limits or {}).get(check, 0), self.spark)
             try:
-                with _Alarm((limits or {}).get(check, 0)) if limits else contextlib.nullcontext():
-                    with contextlib.redirect_stdout(out):
-                        exec(compile(self.cells.checks[check], f"<{self.lab} {check}>", "exec"), ns)
+                with alarm, contextlib.redirect_stdout(out):
+                    exec(compile(self.cells.checks[check], f"<{self.lab} {check}>", "exec"), ns)
+            except MutantTimeout as late:
+                return _Verdict("timeout", check, str(late))
             except CheckFailed as failed:
+                if alarm.fired:   # its Spark jobs cancelled at the limit: the mutant failed because it ran too long
+                    return _Verdict("timeout", check, f"past {alarm.seconds:.0f} s (its Spark jobs cancelled)")
                 message = str(failed)
                 bad = ""
                 try:
@@ -645,14 +683,16 @@ class Runner:
                 except AssertionError as wrong:
                     bad = str(wrong).splitlines()[0]
                 return _Verdict("killed", check, message.splitlines()[0], " raised " in message.splitlines()[0], bad)
-            except MutantTimeout as late:
-                return _Verdict("timeout", check, str(late))
             except Exception as error:  # a check's own bug: its helpers raised, not the answer
+                if alarm.fired:
+                    return _Verdict("timeout", check, f"past {alarm.seconds:.0f} s (its Spark jobs cancelled)")
                 return _Verdict("crashed", check, f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
                                 if str(error) else type(error).__name__)
             finally:
                 if seconds is not None:
                     seconds[check] = time.monotonic() - start
+            if alarm.fired:   # past the limit, though the check then passed: its jobs were cancelled, its result unsure
+                return _Verdict("timeout", check, f"past {alarm.seconds:.0f} s")
             if not out.getvalue().startswith("✓ "):
                 return _Verdict("crashed", check, f"passed without its ✓ line: {out.getvalue()[:200]!r}")
         return _Verdict("survived")
