@@ -19,8 +19,8 @@
 #   5. JupyterLab in the container on a published 127.0.0.1 port refuses requests without the
 #      token and answers with it; the image's healthcheck passes,
 # and prints the timings. Run from anywhere: bash .ci/container.sh [all|build|test]: build does steps 1
-# and 2 (.ci/run starts it in the background while the labs run: the build waits on the network and the
-# disk more than on the cores), test does steps 3 to 5 on the image build made; all (the default) does both.
+# and 2 (.ci/run starts it in the background beside make test-cluster, which leaves a third of the
+# two cores idle; the build waits on the network and the disk much of its time), test does steps 3 to 5 on the image build made; all (the default) does both.
 # Environment: DELTALAB_IMAGE (tag, default localhost/deltalab-course:ci),
 # DELTALAB_REBUILD_BASE=1 (redo debootstrap), DELTALAB_CONTAINER_WORKERS (pytest-xdist workers
 # for the in-container suite, default 2), DELTALAB_IMAGE_NOTEBOOKS (the notebooks step 3 runs: names
