@@ -81,8 +81,9 @@ reset: $(VENV)/.installed
 instructor: override ROLE := instructor
 instructor: lab
 
+# --no-loadscope-reorder: the files in tests/conftest.py's order (the longest first), not xdist's (most items first).
 test: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The labs (marker labs): each lab's solution passes its checks on tables of a fresh seed, its student
 # version is told in plain words what is not written yet, every wrong answer of tests/test_labNN_*.py is
@@ -90,12 +91,12 @@ test: setup
 # A target of its own so that each stays short (the aim: 15 minutes on two cores each; tests/README.md); CI runs both.
 # --dist loadfile: a file runs on one worker (a lab's tests share the tables they build once per process).
 test-labs: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m "labs and not seeds and not mutants" tests/test_lab*.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder) -m "labs and not seeds and not mutants" tests/test_lab*.py $(PYTEST_ARGS)
 
 # The labs' solutions at their fixed seeds, which together cover every edge case the checks generate (for
 # a lab's author; not in CI, whose make test-labs draws a fresh seed each run: tests/README.md).
 test-seeds: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder) -m seeds tests/test_lab*.py $(PYTEST_ARGS)
 
 # Each lab's checks against mutants of its own solution (tests/support/mutants.py): every small wrong version of
 # the solution must fail a check, or be listed as equivalent in tests/mutants_allowed.toml. One test per lab,
@@ -128,7 +129,7 @@ classroom: setup
 # A hub on 127.0.0.1 with three students and an instructor (tests/test_classroom*.py, marker classroom):
 # logins, workspaces, notebook 00 in three servers at once, a lab through nbgrader's exchange. CI runs them in the course image.
 test-classroom: setup
-	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile) -m classroom tests/test_classroom.py tests/test_classroom_culler.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder) -m classroom tests/test_classroom.py tests/test_classroom_culler.py $(PYTEST_ARGS)
 
 outputs: setup
 	$(PY) -m deltalab execute $(NB)

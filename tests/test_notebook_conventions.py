@@ -312,3 +312,11 @@ def test_every_notebook_not_listed_draws_a_figure(path: Path):
             saved.write_bytes(base64.b64decode("".join(png) if isinstance(png, list) else png))
             share, colours = ink(saved)
             assert share > 0.02 and colours > 20, f"{path.name}'s figure {number} looks blank ({saved}: {share:.1%} ink)"
+
+
+def test_the_suites_order_names_files_that_exist():
+    """tests/conftest.py orders the files by their measured seconds: a renamed file would drop to the end."""
+    from conftest import SECONDS_PER_FILE
+
+    missing = [name for name in SECONDS_PER_FILE if not (REPO / name).is_file()]
+    assert not missing, f"tests/conftest.py's SECONDS_PER_FILE names files that do not exist: {missing}"
