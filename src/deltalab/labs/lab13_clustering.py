@@ -4,7 +4,8 @@
 ``DESCRIBE DETAIL`` reports, on the lab's example and on tables generated for the run (:func:`keys_tables`):
 ``CLUSTER BY`` one or two columns drawn, a field of a struct column (``loc.zip``, under column mapping), column
 mapping on or off, a clustering column renamed, the keys
-changed by ``ALTER TABLE ... CLUSTER BY`` once or twice or removed (``CLUSTER BY NONE``), clustering turned
+changed by ``ALTER TABLE ... CLUSTER BY`` once or twice (with a checkpoint before the last change left in the log
+beside the newest one, the commits between cleaned up) or removed (``CLUSTER BY NONE``), clustering turned
 on for an existing table, a table never clustered, a checkpoint after the last change or not, the
 commits before that checkpoint cleaned up, another domain in the log (the table created clustered has row
 tracking on, whose ``delta.rowTracking`` domain every append writes), and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
@@ -69,6 +70,16 @@ def _append(spark: Any, path: str, rng: random.Random, rows: int, files: int = 1
     if columns:
         frame = frame.toDF(*columns)
     frame.write.format("delta").mode("append").save(path)
+
+
+def _checkpoint_at_least(spark: Any, path: str, version: int, columns: list[str]) -> None:
+    """Append a few rows until the table has a checkpoint at ``version`` or later.
+
+    The rows come from a generator of their own, so that the tables built after this one at the same seed
+    stay what they were."""
+    rows = random.Random(version)
+    while not checkpoint_versions(path) or checkpoint_versions(path)[-1] < version:
+        _append(spark, path, rows, 3, columns=columns)
 
 
 def _create(spark: Any, path: str, cluster_by: list[str] | None, properties: dict[str, str], schema: str = SCHEMA) -> None:
@@ -136,10 +147,16 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
         history.append([new if c == old else c for c in history[-1]])
         history.pop(-2)   # the same keys, renamed: not an earlier answer
     elif kind == "altered":
-        for _ in range(rng.randint(1, 2)):
+        changes = rng.randint(1, 2)
+        for change in range(changes):
+            if interval < 10 and change == changes - 1:
+                # A checkpoint that holds the keys before the last change, left in the log when the commits before
+                # the newest checkpoint are cleaned up (only the newest checkpoint's state is the table's).
+                _checkpoint_at_least(spark, path, latest_version(path), columns)
             keys = rng.sample([c for c in COLUMNS if c not in history[-1]], rng.randint(1, 2))
             spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY ({', '.join(keys)})")
             history.append(list(keys))
+        last_change = latest_version(path)
     elif kind == "none":
         spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY NONE")
         history.append([])
@@ -148,11 +165,16 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
         history.append(list(keys))
     for _ in range(rng.randint(0, interval) if interval < 10 else 0):   # often a checkpoint after the last change
         _append(spark, path, rng, rng.randint(3, 10), columns=columns)
+    if kind == "altered" and interval < 10:
+        # The newest checkpoint after the last change, and (below) the commits before it cleaned up: the older
+        # checkpoint holds keys the table no longer has, and no commit is left between the two.
+        _checkpoint_at_least(spark, path, last_change, columns)
     checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
     while kind == "created" and not checkpoints:
         _append(spark, path, rng, rng.randint(3, 10), columns=columns)
         checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
-    cleaned = bool(checkpoints) and (kind == "created" or rng.random() < 0.6)
+    drawn = rng.random() < 0.6 if checkpoints and kind != "created" else False   # the draws as before, seed for seed
+    cleaned = bool(checkpoints) and (kind == "created" or drawn or (kind == "altered" and interval < 10))
     if cleaned:
         clean_up_commits(path, checkpoints[-1])
     if kind == "created":   # a commit after the checkpoint whose only domain is row tracking's
@@ -163,8 +185,10 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
         assert domains == ["delta.rowTracking"], domains
     expected = _describe_clustering(spark, path)
     earlier = [keys for keys in history[:-1] if keys != expected]
+    older = kind == "altered" and interval < 10   # _checkpoint_at_least above
     return KeysTable(path, what + (" (column mapping on)" if mapped and kind != "renamed" else "")
-                     + (", its commits before the last checkpoint cleaned up" if cleaned else ""),
+                     + (", its commits before the last checkpoint cleaned up" if cleaned else "")
+                     + (" (an older checkpoint, from before the last change, is still in the log)" if older else ""),
                      expected, earlier, mapped, cleaned, kind)
 
 
