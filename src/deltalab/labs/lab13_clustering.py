@@ -118,6 +118,8 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
     # 10: no checkpoint is reached. A table created clustered always reaches one and has the commits before it
     # cleaned up, so that every seed has keys that live only in a classic checkpoint.
     interval = rng.choice([2, 3] if kind == "created" else [2, 3, 10])
+    # The table whose keys ALTER TABLE changed keeps an older checkpoint, from before the last change, in its log.
+    older = kind == "altered" and interval < 10
     properties = {"delta.checkpointInterval": str(interval)}
     if mapped:
         properties["delta.columnMapping.mode"] = "name"
@@ -149,7 +151,7 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
     elif kind == "altered":
         changes = rng.randint(1, 2)
         for change in range(changes):
-            if interval < 10 and change == changes - 1:
+            if older and change == changes - 1:
                 # A checkpoint that holds the keys before the last change, left in the log when the commits before
                 # the newest checkpoint are cleaned up (only the newest checkpoint's state is the table's).
                 _checkpoint_at_least(spark, path, latest_version(path), columns)
@@ -165,16 +167,15 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
         history.append(list(keys))
     for _ in range(rng.randint(0, interval) if interval < 10 else 0):   # often a checkpoint after the last change
         _append(spark, path, rng, rng.randint(3, 10), columns=columns)
-    if kind == "altered" and interval < 10:
+    if older:
         # The newest checkpoint after the last change, and (below) the commits before it cleaned up: the older
         # checkpoint holds keys the table no longer has, and no commit is left between the two.
         _checkpoint_at_least(spark, path, last_change, columns)
-    checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
-    while kind == "created" and not checkpoints:
+    while kind == "created" and not checkpoint_versions(path):
         _append(spark, path, rng, rng.randint(3, 10), columns=columns)
-        checkpoints = sorted(int(p.name.split(".")[0]) for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
+    checkpoints = checkpoint_versions(path)
     drawn = rng.random() < 0.6 if checkpoints and kind != "created" else False   # the draws as before, seed for seed
-    cleaned = bool(checkpoints) and (kind == "created" or drawn or (kind == "altered" and interval < 10))
+    cleaned = bool(checkpoints) and (kind == "created" or drawn or older)
     if cleaned:
         clean_up_commits(path, checkpoints[-1])
     if kind == "created":   # a commit after the checkpoint whose only domain is row tracking's
@@ -185,7 +186,6 @@ def _write_keys_table(spark: Any, path: str, kind: str, rng: random.Random) -> K
         assert domains == ["delta.rowTracking"], domains
     expected = _describe_clustering(spark, path)
     earlier = [keys for keys in history[:-1] if keys != expected]
-    older = kind == "altered" and interval < 10   # _checkpoint_at_least above
     return KeysTable(path, what + (" (column mapping on)" if mapped and kind != "renamed" else "")
                      + (", its commits before the last checkpoint cleaned up" if cleaned else "")
                      + (" (an older checkpoint, from before the last change, is still in the log)" if older else ""),
