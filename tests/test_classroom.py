@@ -205,23 +205,29 @@ def test_the_classrooms_course_id_is_the_labs_one():
     assert re.search(r"c\.CourseDirectory\.course_id = ['\"]" + re.escape(COURSE_ID) + "['\"]", settings)
 
 
+def at_once(step, names: list[str]) -> None:
+    """``step(name)`` for every name at the same time, each in a thread; raises the first failure."""
+    with ThreadPoolExecutor(len(names)) as pool:
+        for done in [pool.submit(step, name) for name in names]:
+            done.result()
+
+
 @pytest.mark.classroom
 def test_a_lab_goes_from_release_to_grades_and_feedback_through_nbgraders_exchange(classroom, servers):
     """The instructor releases lab 01, three students fetch it, ada submits the solution, bo the
     untouched student version, cy nothing; the instructor collects, autogrades and exports the grades,
     then returns feedback, which the two students fetch. Every step is nbgrader's command, run in the
-    server of the user who would run it."""
+    server of the user who would run it; the students run theirs at the same time, as a class does."""
     instructor = (start_server(classroom, "ina"), user_token(classroom, "ina"))
     labs = home_of(classroom.root, "ina") / "labs"
     run_command(*instructor, ["nbgrader", "generate_assignment", LAB, "--force"], cwd="labs")
     run_command(*instructor, ["nbgrader", "release_assignment", LAB], cwd="labs")
+    at_once(lambda name: run_command(*servers[name], ["nbgrader", "fetch_assignment", LAB]), list(servers))
     for url, token in servers.values():
-        run_command(url, token, ["nbgrader", "fetch_assignment", LAB])
         assert server_get(url, token, f"contents/{LAB}/{LAB}.ipynb").status_code == 200
     solution = json.loads((REPO / "labs" / "source" / LAB / f"{LAB}.ipynb").read_text())
     put_notebook(*servers["ada"], f"{LAB}/{LAB}.ipynb", solution)
-    for name in ["ada", "bo"]:
-        run_command(*servers[name], ["nbgrader", "submit", LAB])
+    at_once(lambda name: run_command(*servers[name], ["nbgrader", "submit", LAB]), ["ada", "bo"])
 
     run_command(*instructor, ["nbgrader", "collect", LAB], cwd="labs")
     assert sorted(p.name for p in (labs / "submitted").iterdir()) == ["ada", "bo"]
@@ -236,8 +242,8 @@ def test_a_lab_goes_from_release_to_grades_and_feedback_through_nbgraders_exchan
 
     run_command(*instructor, ["nbgrader", "generate_feedback", LAB], cwd="labs")
     run_command(*instructor, ["nbgrader", "release_feedback", LAB], cwd="labs")
+    at_once(lambda name: run_command(*servers[name], ["nbgrader", "fetch_feedback", LAB]), ["ada", "bo"])
     for name in ["ada", "bo"]:
-        run_command(*servers[name], ["nbgrader", "fetch_feedback", LAB])
         feedback = list((home_of(classroom.root, name) / "course" / LAB / "feedback").glob(f"*/{LAB}.html"))
         assert len(feedback) == 1, f"{name} fetched no feedback"
 
