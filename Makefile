@@ -49,7 +49,8 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 # The kernels' settings ({sys.prefix}/etc/ipython, which every IPython kernel of this venv reads):
 # warnings only at ERROR, so that papermill, nbval and JupyterLab do not print ipykernel's "running
-# over TCP without encryption" (the kernels listen on 127.0.0.1 only) nor "KeyboardInterrupt caught".
+# over TCP without encryption" (the kernels listen on 127.0.0.1 only) nor "KeyboardInterrupt caught";
+# and at start deltalab.plots.watch_figure_labels(), which prints under a figure the labels that overlap.
 KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.json
 $(KERNEL_CONFIG): src/deltalab/ipython_kernel_config.json $(VENV)/.installed
 	@mkdir -p $(@D)

@@ -195,3 +195,31 @@ def test_change_feed_stacks_each_versions_change_rows_and_hatches_those_read_fro
     plt.close(drawn.ax.figure)
     with pytest.raises(DeltaLabError, match="needs the columns"):
         plot_change_feed(per_version.drop(columns="cdc"))
+
+
+def test_overlapping_labels_names_tick_labels_that_run_into_each_other_and_nothing_in_a_readable_figure():
+    from deltalab.plots import overlapping_labels
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar(range(12), range(12))
+    ax.set_xticks(range(12), [f"a long label {i}" for i in range(12)])
+    pairs = overlapping_labels(fig)
+    assert ("a long label 0", "a long label 1") in pairs and all(a != b for a, b in pairs)
+    ax.set_xticks(range(0, 12, 6), ["a long label 0", "a long label 6"])
+    assert overlapping_labels(fig) == [], "two labels fit"
+    ax.set_title("the title")
+    ax.text(0.5, 1.0, "the title, again", transform=ax.transAxes, ha="center", va="bottom")
+    assert ("the title", "the title, again") in [tuple(sorted(p, key=len)) for p in overlapping_labels(fig)], \
+        "texts of any kind, not only tick labels"
+    plt.close(fig)
+
+
+def test_overlapping_labels_looks_at_the_ticks_in_view_only():
+    """An axis keeps label objects for ticks outside its limits; they are not drawn, so they overlap nothing."""
+    from deltalab.plots import overlapping_labels
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(range(100), range(100))
+    ax.set_xlim(0, 10)   # ticks of the autoscaled 0-100 axis stay behind, out of view
+    assert overlapping_labels(fig) == []
+    plt.close(fig)

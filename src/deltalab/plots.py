@@ -12,6 +12,7 @@ Okabe and Ito's, which colour-blind readers tell apart.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from urllib.parse import unquote
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from deltalab.log import FileLifetime
 
-__all__ = ["Drawn", "OUTCOME_COLOURS", "plot_change_feed", "plot_client_outcomes", "plot_file_lifetimes", "plot_micro_batches", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
+__all__ = ["Drawn", "OUTCOME_COLOURS", "overlapping_labels", "watch_figure_labels", "plot_change_feed", "plot_client_outcomes", "plot_file_lifetimes", "plot_micro_batches", "plot_transaction_lanes", "plot_schema_history", "plot_skipping", "plot_effectiveness", "plot_file_ranges", "plot_bounding_boxes", "plot_curve", "style_conflict_matrix"]
 
 
 def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
@@ -505,3 +506,97 @@ def style_conflict_matrix(frame: "pd.DataFrame") -> "pd.io.formats.style.Styler"
         "ProtocolChangedException": "#cccccc",
     }
     return frame.style.map(lambda v: f"background-color: {palette.get(v, '#ffffff')}")
+
+
+# ------------------------------------------------------------------------------- labels a reader can read
+
+
+def _drawn_texts(fig: Any) -> list[Any]:
+    """The non-empty texts ``fig`` draws: titles, axis labels, the tick labels of the ticks in view (an axis
+    keeps label objects for ticks out of view, which are not drawn), legends, annotations, the suptitle."""
+    texts = [*fig.texts, *([fig._suptitle] if getattr(fig, "_suptitle", None) is not None else [])]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        texts += [ax.title, ax._left_title, ax._right_title, *ax.texts]
+        for axis in (ax.xaxis, ax.yaxis):
+            texts.append(axis.label)
+            for tick in axis._update_ticks():   # matplotlib's own list of the ticks it draws
+                texts += [tick.label1, tick.label2]
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            texts += [legend.get_title(), *legend.get_texts()]
+    for legend in fig.legends:
+        texts += [legend.get_title(), *legend.get_texts()]
+    return [t for t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def overlapping_labels(fig: Any, renderer: Any = None) -> list[tuple[str, str]]:
+    """The pairs of texts of ``fig`` that overlap once drawn (by more than a pixel each way), as their strings.
+
+    Tick labels that run into each other, a legend over an axis label, a title over another subplot's ticks:
+    a figure whose labels overlap cannot be read, at some parameter value if not at the defaults.
+    ``renderer`` is the one a draw used (a ``draw_event``'s); without it the figure is drawn on its canvas."""
+    if renderer is None:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+    texts = _drawn_texts(fig)
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    pairs = []
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            a, b = boxes[i], boxes[j]
+            width = min(a.x1, b.x1) - max(a.x0, b.x0)
+            height = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if width > 1 and height > 1:
+                pairs.append((texts[i].get_text(), texts[j].get_text()))
+    return pairs
+
+
+#: The line printed under a figure whose labels overlap (tests look for it in a notebook's outputs).
+OVERLAP_WARNING = "deltalab: labels overlap in this figure"
+
+
+def _report_overlaps(event: Any) -> None:
+    fig = event.canvas.figure
+    pairs = overlapping_labels(fig, event.renderer)
+    shown = sorted(set(pairs))
+    if shown and shown != getattr(fig, "_deltalab_reported", None):
+        fig._deltalab_reported = shown   # a figure printed with bbox_inches="tight" is drawn twice: said once
+        listed = "; ".join(f"{a!r} and {b!r}" for a, b in shown[:5])
+        more = f" (and {len(shown) - 5} more)" if len(shown) > 5 else ""
+        print(f"{OVERLAP_WARNING}: {listed}{more}. A wider figure, fewer ticks or shorter labels fix it.")
+
+
+def _watch_open_figures() -> None:
+    if "matplotlib.pyplot" not in sys.modules:   # no figure yet: matplotlib is not even imported
+        return
+    from matplotlib._pylab_helpers import Gcf   # pyplot's figures, without making one of them the current one
+
+    for manager in Gcf.get_all_fig_managers():
+        fig = manager.canvas.figure
+        if not getattr(fig, "_deltalab_watched", False):
+            fig._deltalab_watched = True
+            fig.canvas.mpl_connect("draw_event", _report_overlaps)
+
+
+def watch_figure_labels() -> bool:
+    """In an IPython kernel, check every figure a cell leaves open when it is drawn for the notebook, and print
+    :data:`OVERLAP_WARNING` with the texts that overlap; False (nothing done) outside IPython.
+
+    The course's kernels call it at start (``exec_lines`` of the venv's ``ipython_kernel_config.json``), so
+    that every figure of every notebook is checked wherever it runs: nbval fails on the extra line, and the
+    notebooks at other sizes (tests/test_sizes.py) look for it. It runs before matplotlib's inline backend
+    draws the cell's figures (the first of IPython's ``post_execute`` callbacks) and only connects to them:
+    the check uses the draw the notebook's picture already costs."""
+    try:
+        from IPython import get_ipython
+    except ImportError:   # pragma: no cover - IPython is in every course environment
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    callbacks = shell.events.callbacks["post_execute"]
+    if _watch_open_figures not in callbacks:
+        callbacks.insert(0, _watch_open_figures)
+    return True

@@ -7,6 +7,7 @@ A uniquely named module on the suite's path (``pythonpath`` in pyproject.toml), 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -31,6 +32,12 @@ def run_with_papermill(name: str, out_dir: Path, env: dict[str, str], parameters
     )
     where = env.get("SPARK_MASTER", "local")
     assert result.returncode == 0, f"{name} with {parameters or 'its defaults'} failed under {where}:\n{result.stderr[-4000:]}"
+    from deltalab.plots import OVERLAP_WARNING
+
+    cells = json.loads((out_dir / f"{name}.ipynb").read_text())["cells"]
+    overlaps = [line for cell in cells for output in cell.get("outputs", []) if output.get("output_type") == "stream"
+                for line in "".join(output.get("text", "")).splitlines() if line.startswith(OVERLAP_WARNING)]
+    assert not overlaps, f"{name} with {parameters or 'its defaults'} drew a figure whose labels overlap: {overlaps}"
 
 
 def in_ci() -> bool:
