@@ -477,7 +477,9 @@ def _thresholds(kind: str, cube_sizes: Iterable[int], rng: random.Random,
         logical, physical = max(zip(cube_sizes, physical_sizes))
         if not logical < (logical + physical + 1) // 2 <= physical:
             raise AssertionError(f"the deleted rows must make a cube's logical size ({logical}) smaller than its size ({physical})")
-        return [(logical + physical + 1) // 2]
+        # Exactly the logical size (a full cube: Delta's test is size >= threshold) and one byte more (a partial
+        # one), which tells a sum of each file's truncated logical size, as Delta sums, from a sum of fractions.
+        return [logical, logical + 1, (logical + physical + 1) // 2]
     exact = rng.choice(sizes)
     asked = {DEFAULT_THRESHOLD, exact}
     if kind == "cubes":
@@ -499,12 +501,13 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
     _optimize(spark, path, DEFAULT_THRESHOLD, max_file_size=max(1, size // rng.randint(2, 4)))  # the first cube
     what = "a generated table just optimized (one ZCube, nothing appended since)"
     if kind != "just optimized":
-        more_cubes = rng.randint(1, 2) if kind == "cubes" else 0 if kind == DELETED_ROWS else 1
+        more_cubes = rng.randint(1, 2) if kind == "cubes" else 0 if kind == DELETED_ROWS else 1   # TWO_CUBES: 1
         for _ in range(more_cubes):   # more cubes: new data clustered on its own, the threshold under the cubes
             _append(spark, path, rng, rng.randint(200, 800), files=rng.randint(1, 2))
             smallest = min(_current_cubes(path, keys).values())
             _optimize(spark, path, max(1, smallest // 2), max_file_size=max(1, _table_bytes(path) // 6))
-        what = "a generated table with ZCubes of several sizes" if more_cubes else "a generated table with a ZCube"
+        what = ("a generated table with two ZCubes" if kind == TWO_CUBES else
+                "a generated table with ZCubes of several sizes" if more_cubes else "a generated table with a ZCube")
         if kind == DELETED_ROWS:
             spark.sql(f"DELETE FROM delta.`{path}` WHERE pmod(id, 3) = 0")
             clustered = [a for a in replay_log(path).files.values() if "ZCUBE_ID" in (a.get("tags") or {})]
@@ -517,7 +520,8 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
             _append(spark, path, rng, rng.randint(200, 600))
             _optimize(spark, path, DEFAULT_THRESHOLD)
             what += ", its keys then changed and new data clustered by them"
-        appended = rng.randint(0 if kind == "new keys" else 1, 2)   # deleted rows: a new file, so no cube is alone
+        # Deleted rows: a new file, so that no cube is alone. Two cubes: nothing, so that only cubes are left.
+        appended = 0 if kind == TWO_CUBES else rng.randint(0 if kind == "new keys" else 1, 2)
         for _ in range(appended):
             _append(spark, path, rng, rng.randint(100, 400))
         what += f", {appended} append(s) since the last OPTIMIZE" if appended else ", nothing appended since"
@@ -555,9 +559,11 @@ def _write_renamed_key_table(spark: Any, path: str, rng: random.Random, scratch:
 REWRITE_KINDS = ("cubes", "new keys", "just optimized")
 #: Built after the kinds above (so that their tables stay those of earlier versions at the same seed): ZCubes
 #: whose files lost rows to deletion vectors, asked at a threshold between a cube's logical and physical size,
-#: and a key renamed under column mapping between two OPTIMIZEs.
+#: and a key renamed under column mapping between two OPTIMIZEs; then (built last, for the same reason) two
+#: partial cubes and nothing else, which Delta merges (only a single cube alone is left as it is).
 DELETED_ROWS = "deleted rows"
 RENAMED_KEY = "renamed key"
+TWO_CUBES = "two cubes"
 
 
 def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
@@ -569,7 +575,8 @@ def rewrite_tables(spark: Any, seed: int) -> list[RewriteTable]:
         kinds.append(DELETED_ROWS)
         tables = [_write_rewrite_table(spark, str(folder / f"table_{index}"), kind, rng, folder)
                   for index, kind in enumerate(kinds)]
-        return [*tables, _write_renamed_key_table(spark, str(folder / f"table_{len(tables)}"), rng, folder)]
+        tables.append(_write_renamed_key_table(spark, str(folder / f"table_{len(tables)}"), rng, folder))
+        return [*tables, _write_rewrite_table(spark, str(folder / f"table_{len(tables)}"), TWO_CUBES, rng, folder)]
 
     return build_once(f"lab13_rewrites_{seed}", build, _logs_present)
 
