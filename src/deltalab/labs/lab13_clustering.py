@@ -17,8 +17,9 @@ removes from a copy of the table when ``spark.databricks.delta.optimize.clusteri
 is ``threshold`` (:func:`rewrite_tables`): ZCubes of several sizes from OPTIMIZEs run with the threshold
 lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, ZCubes whose
 files lost a third of their rows to deletion vectors, a key renamed under column mapping between two OPTIMIZEs
-(the cube before the rename is tagged with the old name), and thresholds drawn around the cubes' sizes (0, exactly a
-cube's size, one byte more, the 100 GiB default, between a cube's logical size and its files' ``size``). It refuses an
+(the cube before the rename is tagged with the old name), two partial ZCubes and nothing else (merged: only a
+single cube alone is left), and thresholds drawn around the cubes' sizes (0, exactly a cube's size, one byte more,
+the 100 GiB default; exactly a cube's logical size, one byte more, and between it and its files' ``size``). It refuses an
 answer that runs Spark (OPTIMIZE on a copy would be the check's own answer) or changes the table.
 """
 
