@@ -48,8 +48,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@touch $@
 
 # The kernels' settings ({sys.prefix}/etc/ipython, which every IPython kernel of this venv reads):
-# warnings only at ERROR, so that papermill, nbval and JupyterLab do not print ipykernel's "running
-# over TCP without encryption" (the kernels listen on 127.0.0.1 only) nor "KeyboardInterrupt caught";
+# the kernel's own log only at CRITICAL, so that papermill, nbval and JupyterLab do not print ipykernel's
+# "running over TCP without encryption" (the kernels listen on 127.0.0.1 only) nor "KeyboardInterrupt caught
+# in kernel." (an ERROR: jupyter_client interrupts a kernel before shutting it down, and on a busy machine the
+# signal can land while the kernel still handles a message; seen once in CI);
 # and at start deltalab.plots.watch_figure_labels(), which prints under a figure the labels that overlap.
 KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.json
 $(KERNEL_CONFIG): src/deltalab/ipython_kernel_config.json $(VENV)/.installed
