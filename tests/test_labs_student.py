@@ -19,7 +19,7 @@ from deltalab import temporary_conf
 from deltalab.labs.lab01_parquet import check_footer_row_count
 from deltalab.labs.lab08_zorder import check_interleave_bits
 from deltalab.labs.report import CheckFailed
-from deltalab.labs.student import Watched, call_student, calls_watched, spark_jobs_started
+from deltalab.labs.student import Watched, call_student, calls_watched, is_stub, spark_jobs_started
 from lab_testing import assert_plain_failure
 
 
@@ -30,6 +30,53 @@ def test_unfinished_function_is_told_to_replace_the_stub():
     with pytest.raises(CheckFailed) as caught:
         check_interleave_bits(stub)
     assert "not written yet" in assert_plain_failure(caught.value)
+
+
+def test_a_stub_is_told_before_the_check_builds_anything(monkeypatch):
+    """Every check is an ``exercise_check``: nbgrader's stub is recognised from its bytecode and told at once
+    (lab 12's checks would otherwise build their tables, seconds to a minute, before calling it)."""
+    from deltalab.labs import lab12_engines
+
+    def features_needed(protocol, to):
+        """The released stub, docstring and comment included."""
+        # YOUR CODE HERE
+        raise NotImplementedError()
+
+    def partly_written(protocol, to):
+        if protocol:
+            return set()
+        raise NotImplementedError()
+
+    def without_parentheses(protocol, to):
+        raise NotImplementedError
+
+    assert is_stub(features_needed) and is_stub(without_parentheses)
+    assert not any(is_stub(f) for f in (partly_written, lambda protocol, to: set(), print, len, "features_needed"))
+    monkeypatch.setattr(lab12_engines, "engine_tables", lambda *args: pytest.fail("the check built its tables"))
+    monkeypatch.setattr(lab12_engines, "lab_spark", lambda: pytest.fail("the check asked for a session"))
+    for check in (lab12_engines.check_features_needed, lab12_engines.check_delta_rs_can,
+                  lab12_engines.check_read_with_delta_rs):
+        with pytest.raises(CheckFailed) as caught:
+            check(features_needed)
+        name = check.__name__.removeprefix("check_")
+        assert f"{name} is not written yet" in assert_plain_failure(caught.value), caught.value
+
+
+def test_every_check_of_every_lab_tells_a_stub_at_once():
+    import importlib
+    import pkgutil
+
+    import deltalab.labs
+
+    checks = []
+    for module in pkgutil.iter_modules(deltalab.labs.__path__):
+        if module.name.startswith("lab"):
+            lab = importlib.import_module(f"deltalab.labs.{module.name}")
+            checks += [getattr(lab, name) for name in dir(lab) if name.startswith("check_")
+                       and getattr(getattr(lab, name), "__module__", None) == lab.__name__]
+    assert len(checks) >= 30
+    undecorated = [f"{c.__module__}.{c.__name__}" for c in checks if not hasattr(c, "__wrapped__")]
+    assert not undecorated, f"decorate these with @exercise_check (deltalab.labs.student): {undecorated}"
 
 
 def test_a_jvm_error_in_student_code_becomes_one_line(spark):

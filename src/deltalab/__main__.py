@@ -99,10 +99,15 @@ def _run(args: argparse.Namespace) -> int:
 
         return doctor_main(smoke=args.smoke, quiet=args.quiet)
     if args.command == "fetch-jars":
+        from concurrent.futures import ThreadPoolExecutor
+
         from deltalab.jars import JAR_SETS, fetch_jars, jar_dir, jar_set
 
-        for name in JAR_SETS:
-            jars = fetch_jars(name)
+        # The sets download side by side: each is an Ivy resolution in its own JVM, waiting on Maven Central
+        # most of its time (on a fresh machine 18 s and 14 s one after the other).
+        with ThreadPoolExecutor(len(JAR_SETS)) as pool:
+            fetched = dict(zip(JAR_SETS, pool.map(fetch_jars, JAR_SETS)))
+        for name, jars in fetched.items():
             if not args.quiet:
                 print(f"{len(jars)} jars ({jar_set(name).what}) cached in {jar_dir(name)}")
         if not args.no_archive:

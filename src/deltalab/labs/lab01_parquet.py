@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from deltalab.files import spark_files
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
+from deltalab.labs.student import call_student, exercise_check, lab_spark, spark_jobs_started
 from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import file_name
 from deltalab.session import temporary_conf
@@ -208,6 +208,7 @@ def _file_label(file: _File) -> str:
 # ----------------------------------------------------------------------------------- the checks
 
 
+@exercise_check
 def check_footer_row_count(footer_row_count: Callable[[str], int]) -> None:
     """``footer_row_count(file)`` against Spark counting the rows of each file (example, generated, damaged)."""
     check = "footer_row_count"
@@ -255,6 +256,7 @@ def _range_fix(file: _File, column: str, answer: tuple[Any, Any]) -> str:
             "groups (metadata.row_group(i).column(j).statistics for every i), of the column named `column`.")
 
 
+@exercise_check
 def check_column_range(column_range: Callable[[str, str], tuple]) -> None:
     """``column_range(file, column) -> (min, max)`` from row-group statistics, against Spark's min and
     max of every column of every file (example, generated, damaged)."""

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark
+from deltalab.labs.student import call_student, calls_watched, course_log_readers, exercise_check, lab_spark
 from deltalab.labs.tables import append_events, build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.log import checkpoint_versions, replay_log
 
@@ -262,6 +262,7 @@ def _version_cases(spark: Any, seed: int) -> Iterator[tuple[str, int, str, str, 
            _FUTURE_HINT, seed)
 
 
+@exercise_check
 def check_table_version(table_version: Callable[[str], int]) -> None:
     """Check ``table_version(table_path) -> int`` against Delta's latest version (``DESCRIBE HISTORY``),
     on the example table, on a generated one, and on that one once its newest commit is one Spark cannot read."""
@@ -352,6 +353,7 @@ def _describe(missing: set[str], extra: set[str], with_dv: set[str]) -> str:
     return " and ".join(parts)
 
 
+@exercise_check
 def check_active_files(active_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``active_files(table_path, version)`` against Spark's ``inputFiles()`` at every version
     of the example table and of the run's generated tables (see the module's docstring)."""

@@ -43,7 +43,7 @@ from urllib.parse import unquote
 from deltalab.files import spark_files
 from deltalab.jvm import clear_delta_cache, delta_log_segment, write_checkpoint
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.student import call_student, calls_watched, exercise_check, lab_spark
 from deltalab.labs.tables import (AWKWARD_VALUES, append_events, build_once, check_seed, clean_up_commits,
                                   create_history_table, fresh_dir)
 from deltalab.log import checkpoint_versions, latest_version, replay_log
@@ -475,6 +475,7 @@ def _expected_segment(spark, cache: dict[tuple[str, int], Segment], path: str, v
     return cache[(path, version)]
 
 
+@exercise_check
 def check_log_segment(log_segment: Callable[[str, int], Segment]) -> None:
     """Check ``log_segment(table_path, version)`` against Delta's log segment at every version of
     the example table and of a table generated for this run, with its copies."""
@@ -645,6 +646,7 @@ def _files_fix(got: set[str], case: _RowsCase, version: int) -> tuple[str, str]:
                    "version N, in all its parts.")
 
 
+@exercise_check
 def check_checkpoint_active_files(checkpoint_active_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``checkpoint_active_files(table_path, checkpoint_version)`` against Spark's
     ``inputFiles()`` at that version, for every checkpoint of the example table and of a table

@@ -48,7 +48,8 @@ from urllib.parse import unquote
 
 from deltalab.jvm import clear_delta_cache, version_at_time
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, calls_watched, course_log_readers, lab_spark, spark_jobs_started
+from deltalab.labs.student import (call_student, calls_watched, course_log_readers, exercise_check, lab_spark,
+                                   spark_jobs_started)
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir, random_history
 from deltalab.locations import hadoop_path
 from deltalab.log import checkpoint_versions, commit_info, commit_versions, deletion_vector_file, replay_log
@@ -244,6 +245,7 @@ def _version_fix(table: _TimeTable, ms: int, answer: int | None, expected: int |
     return "find the latest commit whose time (file modification time, in ms) is at or before the time asked."
 
 
+@exercise_check
 def check_version_as_of(version_as_of: Callable[[str, int], int | None]) -> None:
     """Check ``version_as_of(table_path, timestamp_ms)`` against the version Spark reads with
     ``timestampAsOf`` (see the module's docstring)."""
@@ -512,6 +514,7 @@ def _vacuum_fix(table: _VacuumTable, got: set[str]) -> str:
     return "compare the folder's files with the log's add and remove actions."
 
 
+@exercise_check
 def check_vacuum_deletes(vacuum_deletes: Callable[[str, float], Iterable[str]]) -> None:
     """Check ``vacuum_deletes(table_path, retain_hours)`` against Delta's ``VACUUM ... RETAIN n HOURS DRY RUN``."""
     check = "vacuum_deletes"

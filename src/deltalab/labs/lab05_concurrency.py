@@ -44,7 +44,7 @@ from deltalab.concurrency import (CONFLICT_CLASSES, TransactionHold, conflict_ma
 from deltalab.errors import DeltaLabError
 from deltalab.files import complete_parquet_files, data_files, directory_files, read_table, spark_files
 from deltalab.labs.report import CheckFailed, passed
-from deltalab.labs.student import Watched, call_student, lab_spark
+from deltalab.labs.student import Watched, call_student, exercise_check, lab_spark
 from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import local_path
 from deltalab.log import latest_version
@@ -224,6 +224,7 @@ def _hint_for(pair: tuple[str, str]) -> str:
             "held operation read, then files it removed that the held one read (notebook 05, sections 4 and 8).")
 
 
+@exercise_check
 def check_predict_conflict(predict_conflict: Callable[[str, str], str]) -> None:
     """``predict_conflict(held, first)`` on a sample of pairs drawn for this run, against each pair run for real."""
     check = "predict_conflict"
@@ -558,6 +559,7 @@ def _check_real_conflict(check: str, retry: Callable[..., Any], spark: Any, firs
         )
 
 
+@exercise_check
 def check_retry(retry: Callable[..., Any]) -> None:
     """``retry(operation, max_attempts=3)`` against every conflict class, bugs, a ``max_attempts`` drawn for
     the run, and a real conflict with a winner drawn for the run."""
@@ -879,6 +881,7 @@ def _orphan_check_answer(check: str, orphan_files: Callable[[str], Any], table: 
     _compare_orphans(check, got, table)
 
 
+@exercise_check
 def check_orphan_files(orphan_files: Callable[[str], Any]) -> None:
     """``orphan_files(table_path)`` on a partitioned table generated for the run and on the files a writer
     killed by SIGKILL left on disk."""

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from deltalab.files import spark_files
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, folder_state, lab_spark
+from deltalab.labs.student import call_student, exercise_check, folder_state, lab_spark
 from deltalab.labs.tables import AWKWARD_VALUES, check_seed, fresh_dir
 from deltalab.log import read_log, replay_log
 from deltalab.spark_jvm import last_sql_execution_id, sql_executions_since
@@ -342,6 +342,7 @@ def _add_column_once(spark, check: str, add_column: Callable[..., None], table: 
         )
 
 
+@exercise_check
 def check_add_column(add_column: Callable[..., None]) -> None:
     """``add_column(spark, path, new_rows)`` appends rows that carry columns the table lacks."""
     check = "add_column"
@@ -385,6 +386,7 @@ def _change_type_once(spark, check: str, change_type: Callable[..., None], table
     })
 
 
+@exercise_check
 def check_change_type(change_type: Callable[..., None]) -> None:
     """``change_type(spark, path, column)`` turns the INT column ``column`` into STRING, keeping every
     row, column, the partitioning and the table properties."""
@@ -453,6 +455,7 @@ def _rename_once(spark, check: str, rename_column: Callable[..., None], table: _
                           "rename with ALTER TABLE only: the same files, read under the new name.", seed=table.seed)
 
 
+@exercise_check
 def check_rename_column(rename_column: Callable[..., None]) -> None:
     """``rename_column(spark, path, old, new)`` renames a column without writing any data file."""
     check = "rename_column"

@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from deltalab.labs.report import CheckFailed, passed
-from deltalab.labs.student import call_student, calls_watched, lab_spark, spark_jobs_started
+from deltalab.labs.student import call_student, calls_watched, exercise_check, lab_spark, spark_jobs_started
 from deltalab.labs.tables import AWKWARD_VALUES, build_once, check_seed, fresh_dir
 from deltalab.locations import hadoop_path
 from deltalab.log import replay_log
@@ -322,6 +322,7 @@ def _diagnose(check: str, files_to_read: Callable[..., Any], spark: Any, table: 
     return CheckFailed(check, problem, _leaf_fix(table, predicate, got, expected), seed=table.seed)
 
 
+@exercise_check
 def check_files_to_read(files_to_read: Callable[[str, Predicate], Iterable[str]]) -> None:
     """Check ``files_to_read(table_path, predicate)`` against the files Spark reads for the same filter."""
     check = "files_to_read"
@@ -473,6 +474,7 @@ def _stats_fix(table: _StatsTable, got: set[str], expected: set[str]) -> str:
             "each field of a struct counted, an array or a map counted once.") if missing or extra else ""
 
 
+@exercise_check
 def check_stats_columns(stats_columns: Callable[[str], Iterable[str]]) -> None:
     """Check ``stats_columns(table_path)`` against the minValues Delta writes for a row inserted after the call."""
     check = "stats_columns"

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from deltalab.curves import hilbert_index, z_value
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import Watched, call_student, lab_spark
+from deltalab.labs.student import Watched, call_student, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed
 from deltalab.session import temporary_conf
 
@@ -126,6 +126,7 @@ def _bit_order_hint(answers: list[tuple[list[int], int, int]]) -> str:
             "shifting each bit into z: z = (z << 1) | bit.")
 
 
+@exercise_check
 def check_interleave_bits(interleave_bits: Callable[[list[int], int], int]) -> None:
     """Check ``interleave_bits(values, bits)`` on the documented examples and on cases drawn for the run."""
     check = "interleave_bits"
@@ -320,6 +321,7 @@ def _judge(check: str, spark: Any, columns: list[str], query_mix: list[tuple[str
     return reached
 
 
+@exercise_check
 def check_zorder_columns(zorder_columns: Callable[[list[tuple[str, float]]], list[str]]) -> None:
     """``zorder_columns(query_mix)`` for the example mix and a mix drawn for the run, measured after a real
     OPTIMIZE ZORDER BY against the best of the reference choices."""

@@ -33,7 +33,7 @@ from typing import Any, Callable
 from deltalab.errors import first_line, spark_failure
 from deltalab.jvm import JvmTransaction, clear_delta_cache, delta_app_versions
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.student import call_student, calls_watched, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits, fresh_dir
 from deltalab.log import checkpoint_versions, commit_info, latest_version, replay_log
 from deltalab.publish import write_atomically
@@ -229,6 +229,7 @@ def _compare_batches(check: str, answer: dict[str, int], expected: dict[str, int
                           "only txn actions count: their appId field, nothing else.", seed=seed)
 
 
+@exercise_check
 def check_committed_batches(committed_batches: Callable[[str], dict[str, int]]) -> None:
     """Check ``committed_batches(table_path)`` against Delta's own ``Snapshot.transactions`` on the
     example table and on a table generated for this run, then on that table once Spark cannot read it."""
@@ -478,6 +479,7 @@ def _merges_only(check: str, target: Path, first: int, seed: int) -> None:
                               "...execute().", seed=seed)
 
 
+@exercise_check
 def check_upsert_classifications(upsert_classifications: Callable[[Any, int, str, str], Any]) -> None:
     """Run ``upsert_classifications`` in a real foreachBatch stream over batches generated for this run,
     replay its last batch, call it with a batch id the table holds and with a new appId."""

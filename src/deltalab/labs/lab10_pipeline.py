@@ -35,7 +35,7 @@ from urllib.parse import unquote
 
 from deltalab.errors import spark_failure
 from deltalab.labs.report import CheckFailed, passed
-from deltalab.labs.student import call_student, lab_spark
+from deltalab.labs.student import call_student, exercise_check, lab_spark
 from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import commit_info, latest_version, read_log, replay_log
 
@@ -359,6 +359,7 @@ def _check_change_feed(check: str, spark: Any, target: Path, versions: list[int]
                               "change is new.", seed=seed)
 
 
+@exercise_check
 def check_upsert_changes(upsert_changes: Callable[[Any, str], Any]) -> None:
     """Run ``upsert_changes(changes, target)`` over batches generated for this run; compare silver
     after each with a recomputation, and silver's change feed with what each batch changed."""
@@ -539,6 +540,7 @@ def _call_gold(check: str, update_gold: Callable[[str, str], Any], silver: Path,
     return stubbed
 
 
+@exercise_check
 def check_update_gold(update_gold: Callable[[str, str], Any]) -> None:
     """Build silver step by step (change feed on); after some steps call ``update_gold`` and compare
     gold with silver's live rows (the recomputation the silver check holds the upsert to), and gold's

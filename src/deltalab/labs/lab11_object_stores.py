@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from deltalab.errors import DeltaLabError
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student
+from deltalab.labs.student import call_student, exercise_check
 from deltalab.labs.tables import check_seed
 from deltalab.objectstore import ObjectStore, delta_rs_options, start_object_store
 from deltalab.workdir import workdir
@@ -147,6 +147,7 @@ def _version_tables(store: ObjectStore, seed: int) -> list[_VersionTable]:
     return tables
 
 
+@exercise_check
 def check_current_version(current_version: Callable[[Any, str, str], int]) -> None:
     """Check ``current_version(s3, bucket, table)`` against the version delta-rs loads (see the module's docstring)."""
     check = "current_version"
@@ -353,6 +354,7 @@ def _race(check: str, commit: Callable[..., int], store: ObjectStore, table: str
 _COMMIT_TABLES: list[int] = []
 
 
+@exercise_check
 def check_commit(commit: Callable[[Any, str, str, list], int]) -> None:
     """Check ``commit(s3, bucket, table, actions)`` alone, then racing against itself and delta-rs
     (see the module's docstring)."""

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from deltalab.jvm import protocol_features
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, lab_spark, spark_jobs_started
+from deltalab.labs.student import call_student, exercise_check, lab_spark, spark_jobs_started
 from deltalab.labs.tables import check_seed, fresh_dir
 from deltalab.log import latest_version, replay_log
 
@@ -258,6 +258,7 @@ def _needed_fix(protocol: dict[str, Any], to: str, got: set[str], expected: set[
             "feature is in both); below that, the versions imply them.")
 
 
+@exercise_check
 def check_features_needed(features_needed: Callable[[dict, str], set[str]]) -> None:
     """Check ``features_needed(protocol, to)`` against Delta's own answer for every version's protocol
     of the run's generated tables (``to`` is ``"read"`` or ``"write"``)."""
@@ -294,6 +295,7 @@ def check_features_needed(features_needed: Callable[[dict, str], set[str]]) -> N
 # ------------------------------------------------------------------------------------ delta_rs_can
 
 
+@exercise_check
 def check_delta_rs_can(delta_rs_can: Callable[[dict], dict[str, bool]]) -> None:
     """Check ``delta_rs_can(protocol)`` (``{"read": bool, "write": bool}``) against what delta-rs does with
     the latest version of each generated table: ``scan()`` and a ``write_deltalake`` append."""
@@ -364,6 +366,7 @@ def _read_fix(table: EngineTable, version: int, got: tuple[list[str], list[tuple
     return "read with delta-rs's scan() at that version and return every row it gives."
 
 
+@exercise_check
 def check_read_with_delta_rs(read_with_delta_rs: Callable[[str, int], Any]) -> None:
     """Check ``read_with_delta_rs(table_path, version)`` (a pyarrow Table, or None where delta-rs cannot
     read that version right) against Spark's rows at every version of the generated tables."""

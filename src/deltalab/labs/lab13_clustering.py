@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import Watched, call_student, calls_watched, course_log_readers, lab_spark
+from deltalab.labs.student import Watched, call_student, calls_watched, course_log_readers, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.log import checkpoint_versions, latest_version, read_log, replay_log
 from deltalab.session import temporary_conf
@@ -388,6 +388,7 @@ def _check_keys(check: str, clustering_columns: Callable[[str], list[str]], tabl
                           _keys_fix(table, answer), seed=seed)
 
 
+@exercise_check
 def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> None:
     """Check ``clustering_columns(table_path)`` against DESCRIBE DETAIL's clusteringColumns on the check's example
     and the run's generated tables."""
@@ -639,6 +640,7 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     return "compare each ZCube's size with the threshold, and the ZCube's columns with the table's keys."
 
 
+@exercise_check
 def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``optimize_rewrites(table_path, threshold)`` against the files a real OPTIMIZE removes from a copy."""
     check = "optimize_rewrites"

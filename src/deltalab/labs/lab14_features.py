@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import Watched, call_student, lab_spark
+from deltalab.labs.student import Watched, call_student, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.log import deleted_rows, replay_log
 
@@ -266,6 +266,7 @@ def _check_row_table(check: str, row_ids: Callable[[str], Any], table: RowTable,
         raise CheckFailed(check, f"on {table.what}: row_ids returned {detail}.", _row_ids_fix(table, answer), seed=seed)
 
 
+@exercise_check
 def check_row_ids(row_ids: Callable[[str], dict[int, tuple[int, int]]]) -> None:
     """Check ``row_ids(table_path)`` against Spark's ``_metadata.row_id`` and ``_metadata.row_commit_version``."""
     check = "row_ids"
@@ -504,6 +505,7 @@ def _check_case(check: str, protocol_after: Callable[..., Any], case: ProtocolCa
     return True
 
 
+@exercise_check
 def check_protocol_after(protocol_after: Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]) -> None:
     """Check ``protocol_after(protocol, properties)`` against the protocol a real ALTER TABLE ... SET TBLPROPERTIES writes."""
     check = "protocol_after"

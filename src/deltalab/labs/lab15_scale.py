@@ -36,7 +36,7 @@ from typing import Any
 from deltalab.gateway import java_method_call
 from deltalab.jvm import clear_delta_cache, delta_log_files_read, write_checkpoint
 from deltalab.labs.report import CheckFailed, passed, short_repr
-from deltalab.labs.student import call_student, calls_watched, lab_spark
+from deltalab.labs.student import call_student, calls_watched, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
 from deltalab.session import temporary_conf
 
@@ -362,6 +362,7 @@ def _tables_checked(tables: list[ScaleTable]) -> str:
             "_last_checkpoint, one with its first commits cleaned up and one with a checkpoint part missing.")
 
 
+@exercise_check
 def check_checkpoint_files(checkpoint_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``checkpoint_files(table_path, version)`` against the checkpoint files and sidecars Delta reads, at
     every version of the tables generated for this run and of their copies."""
@@ -369,6 +370,7 @@ def check_checkpoint_files(checkpoint_files: Callable[[str, int], Iterable[str]]
     passed("checkpoint_files", "matches the checkpoint files and sidecars Delta reads " + _tables_checked(tables))
 
 
+@exercise_check
 def check_log_files(log_files: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``log_files(table_path, version)`` against the files Delta replays, at every version of the
     tables generated for this run and of their copies."""

@@ -10,6 +10,8 @@ an answer used, so a check can refuse an approach the exercise rules out.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import os
 import sys
 from collections.abc import Iterable, Iterator
@@ -22,8 +24,8 @@ from deltalab.labs.report import CheckFailed, short_repr
 from deltalab.session import active_spark
 from deltalab.spark_jvm import jobs_submitted
 
-__all__ = ["SETTINGS_DELTA_WRITES", "Watched", "call_student", "calls_watched", "course_log_readers", "folder_state",
-           "lab_spark", "spark_jobs_started"]
+__all__ = ["SETTINGS_DELTA_WRITES", "Watched", "call_student", "calls_watched", "course_log_readers", "exercise_check",
+           "folder_state", "is_stub", "lab_spark", "spark_jobs_started"]
 
 
 def folder_state(folder: str | os.PathLike[str]) -> dict[str, tuple[int, int]]:
@@ -90,6 +92,52 @@ def _side_effects(failed: Callable[[str, str], CheckFailed], name: str, args: Se
             )
 
 
+def _stub_codes() -> list[bytes]:
+    """The bytecode of nbgrader's stub body, ``raise NotImplementedError()``, with and without the call."""
+    codes = []
+    for body in ("raise NotImplementedError()", "raise NotImplementedError"):
+        namespace: dict[str, Any] = {}
+        exec(f"def stub(*args):\n    {body}\n", namespace)  # noqa: S102 - a constant source, compiled once
+        codes.append(namespace["stub"].__code__.co_code)
+    return codes
+
+
+_STUB_CODES = _stub_codes()
+
+
+def is_stub(func: Any) -> bool:
+    """True when ``func``'s whole body is ``raise NotImplementedError()`` (a docstring and comments aside):
+    the stub under ``# YOUR CODE HERE`` of an exercise not written yet. Read from its bytecode, without
+    calling it: a function that does anything else first, or raises only on some paths, is not a stub."""
+    code = getattr(func, "__code__", None)
+    return code is not None and code.co_names == ("NotImplementedError",) and code.co_code in _STUB_CODES
+
+
+def _not_written_yet(check: str, name: str) -> CheckFailed:
+    return CheckFailed(
+        check,
+        f"{name} is not written yet: it still raises NotImplementedError.",
+        f"replace `raise NotImplementedError()` under `# YOUR CODE HERE` in the cell that defines {name}, "
+        "run that cell, then run this check again.",
+    )
+
+
+def exercise_check(check_function: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Decorate a lab's ``check_<name>(<name>)``: a stub still under ``# YOUR CODE HERE`` is told it is not
+    written yet at once, before the check starts a server or builds its tables (seconds to a minute a check;
+    a class graded half-way through a lab has many)."""
+    check = check_function.__name__.removeprefix("check_")
+    name = next(iter(inspect.signature(check_function).parameters))
+
+    @functools.wraps(check_function)
+    def checked(answer: Any) -> None:
+        if is_stub(answer):
+            raise _not_written_yet(check, name)
+        return check_function(answer)
+
+    return checked
+
+
 def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hint: str,
                  read_only: Sequence[str | os.PathLike[str]] = (), seed: int | None = None, on: str | None = None) -> Any:
     """Call the student's ``func`` and turn any exception into a :class:`CheckFailed`.
@@ -116,12 +164,7 @@ def call_student(check: str, func: Callable[..., Any], name: str, *args: Any, hi
     try:
         answer = func(*args)
     except NotImplementedError:
-        raise CheckFailed(
-            check,
-            f"{name} is not written yet: it still raises NotImplementedError.",
-            f"replace `raise NotImplementedError()` under `# YOUR CODE HERE` in the cell that defines {name}, "
-            "run that cell, then run this check again.",
-        ) from None
+        raise _not_written_yet(check, name) from None
     except CheckFailed:
         raise
     except Exception as error:  # the student's bug, whatever it is, becomes one sentence
