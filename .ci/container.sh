@@ -127,7 +127,8 @@ TIMES[base]=$(( $(now) - t ))
 
 # --- 2. image ----------------------------------------------------------------------------
 t=$(now)
-build_args=(--format docker --layers "${RUNTIME_FLAGS[@]}"
+# --jobs 2: the Java stage beside the Python steps of the second (docker/Dockerfile copies /opt/java late).
+build_args=(--format docker --layers --jobs 2 "${RUNTIME_FLAGS[@]}"
     --build-arg "BASE_IMAGE=$BASE" --pull=never
     --ignorefile "$REPO/docker/Dockerfile.dockerignore"
     -f "$REPO/docker/Dockerfile" -t "$IMAGE")
@@ -143,7 +144,9 @@ else
     log "no CA bundle at $CA_BUNDLE: building without the host_ca secret"
 fi
 log "building $IMAGE"
-if ! podman build "${build_args[@]}" "$REPO" >/tmp/deltalab-image-build.log 2>&1; then
+# Each line of the log starts with the seconds since the build started: what each step costs.
+stamp() { local start=$SECONDS line; while IFS= read -r line; do printf '%4d %s\n' $(( SECONDS - start )) "$line"; done; }
+if ! podman build "${build_args[@]}" "$REPO" 2>&1 | stamp >/tmp/deltalab-image-build.log; then
     tail -40 /tmp/deltalab-image-build.log >&2
     die "podman build failed (full log: /tmp/deltalab-image-build.log)"
 fi
