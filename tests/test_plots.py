@@ -40,6 +40,21 @@ def test_file_lifetimes_draw_one_bar_per_lifetime_from_add_to_remove():
     plt.close(without_dv.ax.figure)
 
 
+@pytest.mark.parametrize("files", [2, 30])  # before: 0.07 in over the label, 1.14 in under it
+def test_file_lifetimes_keep_their_legend_just_under_the_axis_label(files):
+    """The legend sits under the x-axis label, not over it and not an inch below it, however many files."""
+    lifetimes = [FileLifetime(f"part-{i:05d}-3f2a9c1e.snappy.parquet", i % 3, None, False, 4) for i in range(files)]
+    drawn = plot_file_lifetimes(lifetimes, gone=[lifetimes[0].path])
+    figure = drawn.ax.figure
+    figure.canvas.draw()                                  # the axis label finds its place when drawn
+    renderer = figure.canvas.get_renderer()
+    label = drawn.ax.xaxis.label.get_window_extent(renderer)
+    legend = drawn.ax.get_legend().get_window_extent(renderer)
+    gap_inches = (label.y0 - legend.y1) / figure.dpi
+    assert 0.1 < gap_inches < 0.3, f"{files} files: {gap_inches:.2f} in between the axis label and the legend"
+    plt.close(figure)
+
+
 def test_file_lifetimes_draw_the_files_no_longer_on_disk_and_shade_the_versions_that_need_them():
     drawn = plot_file_lifetimes(LIFETIMES, gone=[A])
     assert list(drawn.data["on_disk"]) == [False, True, False], "both lifetimes of the path: the file is gone"

@@ -40,6 +40,13 @@ def _axes(ax: "Axes | None", figsize: tuple[float, float]) -> "Axes":
     return new_ax
 
 
+def _inches_of_axes(ax: "Axes", inches: float) -> float:
+    """``inches`` as a fraction of the Axes' height: a legend under the x-axis label stays the same distance
+    below it whether the Axes holds three files or thirty (a fraction of the height alone leaves a gap that
+    grows with the figure)."""
+    return inches / max(ax.get_position().height * ax.figure.get_figheight(), 1e-6)
+
+
 def _require(frame: "pd.DataFrame", columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -134,8 +141,8 @@ def plot_file_lifetimes(lifetimes: Sequence["FileLifetime"], ax: "Axes | None" =
     if not data["on_disk"].all():
         handles += [Patch(facecolor="white", edgecolor=OKABE_ITO[3], linestyle="--", label="no longer on disk"),
                     Patch(color=OKABE_ITO[3], alpha=0.15, label="a version that needs it")]
-    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=min(len(handles), 3),
-              frameon=False)
+    ax.legend(handles=handles, fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -_inches_of_axes(ax, 0.55)),
+              ncols=min(len(handles), 3), frameon=False)
     return Drawn(ax, data)
 
 
