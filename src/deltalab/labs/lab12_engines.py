@@ -266,7 +266,8 @@ def check_features_needed(features_needed: Callable[[dict, str], set[str]]) -> N
     spark = lab_spark()
     seed = check_seed()
     hint = "the protocol dict's minReaderVersion, minWriterVersion, readerFeatures and writerFeatures."
-    call_student(check, features_needed, "features_needed", dict(PLAIN), "read", hint=hint)   # a stub fails before the build
+    # First, the plain protocol: an answer that raises does so before the build.
+    call_student(check, features_needed, "features_needed", dict(PLAIN), "read", hint=hint)
     asked = 0
     for table in engine_tables(spark, seed):
         seen = []

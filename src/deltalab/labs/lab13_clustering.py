@@ -395,7 +395,7 @@ def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> 
     check = "clustering_columns"
     spark = lab_spark()
     hint = "the delta.clustering domainMetadata action in the commits (and in the checkpoint), and the schema."
-    _check_keys(check, clustering_columns, _example_keys(spark), None, hint)   # first: a stub fails before the build
+    _check_keys(check, clustering_columns, _example_keys(spark), None, hint)   # first: an answer that raises does so before the build
     seed = check_seed()
     tables = keys_tables(spark, seed)
     for table in tables:
@@ -648,7 +648,7 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
     seed = check_seed()
     hint = ("each live add action's size, deletionVector and stats (numRecords), its tags (ZCUBE_ID, ZCUBE_ZORDER_BY), "
             "and the table's clustering columns.")
-    example = _example_keys(spark).path   # first, answer unchecked: a stub fails before the build
+    example = _example_keys(spark).path   # first, answer unchecked: one that raises does so before the build
     call_student(check, optimize_rewrites, "optimize_rewrites", example, DEFAULT_THRESHOLD, hint=hint, read_only=[example])
     tables = rewrite_tables(spark, seed)
     asked = 0

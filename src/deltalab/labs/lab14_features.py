@@ -274,7 +274,7 @@ def check_row_ids(row_ids: Callable[[str], dict[int, tuple[int, int]]]) -> None:
     hint = ("each add action's baseRowId and defaultRowCommitVersion, the materialized columns named in the "
             "configuration, the file's deletion vector, and with column mapping the key column's physical name "
             "(delta.columnMapping.physicalName in the schema).")
-    _check_row_table(check, row_ids, _example_rows(spark), None, hint)   # first: a stub fails before the build
+    _check_row_table(check, row_ids, _example_rows(spark), None, hint)   # first: an answer that raises does so before the build
     seed = check_seed()
     tables = row_tables(spark, seed)
     for table in tables:
@@ -511,7 +511,7 @@ def check_protocol_after(protocol_after: Callable[[dict[str, Any], dict[str, str
     check = "protocol_after"
     spark = lab_spark()
     hint = "the protocol's versions and feature lists, and which feature each property turns on."
-    _check_case(check, protocol_after, EXAMPLE_CASE, None, hint)   # first: a stub fails before the build
+    _check_case(check, protocol_after, EXAMPLE_CASE, None, hint)   # first: an answer that raises does so before the build
     seed = check_seed()
     cases = protocol_cases(spark, seed)
     for case in cases:
