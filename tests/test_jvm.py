@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import delta.exceptions as dx
 import pytest
 from delta.tables import DeltaTable
@@ -39,6 +41,18 @@ def test_jvm_transaction_gets_delete_delete(spark, tmp_path) -> None:
     with pytest.raises(dx.ConcurrentDeleteDeleteException):
         txn.commit(removes)
     assert commit_versions(path) == [0, 1]
+
+
+def test_a_user_domain_is_committed_beside_the_clustering_keys(spark, tmp_path) -> None:
+    path = tmp_path / "t"
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, city STRING) USING delta CLUSTER BY (city)")
+    version = jvm.JvmTransaction(spark, str(path)).commit_domain("course.test", '{"owner": "tests"}')
+    assert version == 1
+    (action,) = [json.loads(line) for line in (path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()
+                 if "domainMetadata" in line]
+    assert action["domainMetadata"] == {"domain": "course.test", "configuration": '{"owner": "tests"}', "removed": False}
+    assert replay_log(path).domain_metadata["course.test"]["configuration"] == '{"owner": "tests"}'
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["clusteringColumns"] == ["city"]
 
 
 def test_a_log_segment_starts_at_the_newest_checkpoint_at_or_before_the_version(spark, tmp_path) -> None:

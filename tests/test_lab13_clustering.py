@@ -4,7 +4,8 @@ answer.
 
 The wrong answers run on the tables of this run's seed (built once per process, shared with the solution's
 run), which at every seed hold a clustering column renamed under column mapping, keys changed and removed,
-keys that live only in a classic checkpoint and only in a v2 one (the commits before them cleaned up), ZCubes
+keys that live only in a classic checkpoint and only in a v2 one (the commits before them cleaned up), another
+writer's domain after the keys in a checkpoint, ZCubes
 of several sizes, cubes of earlier keys, a table just optimized and cubes whose files lost rows to deletion
 vectors.
 """
@@ -71,6 +72,8 @@ def test_lab13_the_run_seed_has_the_tables_the_wrong_answers_need(spark, at_test
     assert v2.cleaned and v2.expected and list(Path(v2.path, "_delta_log").glob("*.checkpoint.*.json")), \
         "a table whose keys live only in a v2 checkpoint"
     assert any(t.earlier for t in keys), "a table whose keys changed"
+    (other,) = [t for t in keys if t.kind == "domain"]
+    assert other.cleaned and other.expected and lab.USER_DOMAIN in other.what, "another writer's domain after the keys"
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
     assert any(removed and len(removed) < len(replay_log(t.path).files) for t in rewrites for removed in t.removed.values()), \
         "an OPTIMIZE that leaves some files"
@@ -99,6 +102,8 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
         if "ZCUBE_ID" in (add.get("tags") or {}):
             cubes.setdefault(add["tags"]["ZCUBE_ID"], []).append(add)
     assert all(add.get("deletionVector") for adds in cubes.values() for add in adds)
+    assert any(sum(map(lab._truncated_bytes, adds)) >= 1 for adds in cubes.values()), \
+        "a cube whose files' logical sizes lose a byte or more to truncation"
     shrunk = [(threshold, adds) for threshold, removed in table.removed.items() for adds in cubes.values()
               if sum(map(lab._logical_size, adds)) < threshold <= sum(int(a["size"]) for a in adds)]
     assert shrunk and all({a["path"] for a in adds} <= table.removed[threshold] for threshold, adds in shrunk), \
@@ -109,12 +114,14 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
 
 
 def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True,
-              nested: str = "path", checkpoints_named: str = "any") -> list[str]:
+              nested: str = "path", checkpoints_named: str = "any", any_domain: str = "") -> list[str]:
     """The solution's reading of the log, with one of its steps left out (nested: "path" maps every part of a key's
     path and joins them as the solution does, "first part" keeps only the first, "top level" maps only the first
     part through the schema and keeps the others as the domain has them; checkpoints_named: "any" finds classic and
     v2 checkpoints as the solution does, "parquet" only the *.checkpoint*.parquet files, "classic" opens
-    N.checkpoint.parquet for the version _last_checkpoint gives)."""
+    N.checkpoint.parquet for the version _last_checkpoint gives; any_domain: "raise" keeps every domain of the
+    checkpoint, whatever its name, and reads clusteringColumns from the last, "empty" does too but takes a domain
+    without clusteringColumns for no keys)."""
     import pyarrow.parquet as pq
 
     log = Path(table_path) / "_delta_log"
@@ -136,7 +143,7 @@ def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True,
             rows = pq.read_table(part, columns=columns).to_pylist()
         for row in rows:
             schema = row["metaData"]["schemaString"] if row.get("metaData") else schema
-            if row.get("domainMetadata") and row["domainMetadata"]["domain"] == "delta.clustering":
+            if row.get("domainMetadata") and (any_domain or row["domainMetadata"]["domain"] == "delta.clustering"):
                 domains.append(row["domainMetadata"])
     for commit in sorted(log.glob("*.json")):
         if not commit.stem.isdigit() or int(commit.stem) <= start:
@@ -159,7 +166,8 @@ def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True,
             level = field["type"]["fields"] if field and isinstance(field["type"], dict) and nested == "path" else []
         return parts
 
-    paths = json.loads(domain["configuration"])["clusteringColumns"]
+    configuration = json.loads(domain["configuration"])
+    paths = configuration.get("clusteringColumns", []) if any_domain == "empty" else configuration["clusteringColumns"]
     if nested == "first part":
         return [logical(p[:1])[0] for p in paths]
     return [".".join(logical(p)) for p in paths]
@@ -191,6 +199,15 @@ def test_lab13_a_v2_checkpoint_is_read_too(spark, at_test_seed):
 def test_lab13_the_last_domain_wins(spark, at_test_seed):
     message = failure(check_clustering_columns, lambda path: _read_log(path, last=False))
     assert "the last one" in message, message
+
+
+@pytest.mark.parametrize("any_domain", ["raise", "empty"])
+def test_lab13_another_domain_in_the_checkpoint_is_not_the_keys(spark, at_test_seed, any_domain):
+    """Every seed has a table whose checkpoint holds a domain of another writer (course.lab13) after
+    delta.clustering: an answer that keeps the checkpoint's last domain, whatever its name, reads no keys there
+    (the table created clustered has row tracking's domain too, but before the keys)."""
+    message = failure(check_clustering_columns, lambda path: _read_log(path, any_domain=any_domain))
+    assert "course.lab13" in message and "keep the row whose domain is delta.clustering" in message, message
 
 
 def test_lab13_the_checkpoint_holds_the_domain_once_commits_are_gone(spark, at_test_seed):
@@ -233,9 +250,11 @@ def _physical_keys_then(path: str) -> dict[str, list[str]]:
 
 
 def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, partial=True, logical=True, names="logical"):
-    """The solution's rule, with one of its parts left out (names: "logical" as the solution, "physical" the
-    domain's names compared with the tags, "follow renames" a cube's names mapped as they were when it was written)."""
-    size = lab._logical_size if logical else (lambda add: int(add["size"]))
+    """The solution's rule, with one of its parts left out (logical: False sums the files' size, "untruncated" each
+    file's logical size without truncating it; names: "logical" as the solution, "physical" the domain's names
+    compared with the tags, "follow renames" a cube's names mapped as they were when it was written)."""
+    size = {True: lab._logical_size, False: lambda add: int(add["size"]),
+            "untruncated": lambda add: lab._logical_size(add) + lab._truncated_bytes(add)}[logical]
     keys = _read_log(path, mapping=names == "logical")
     then = _physical_keys_then(path) if names == "follow renames" else {}
     never, cubes = set(), {}
@@ -257,6 +276,13 @@ def _rule(path, threshold, *, keys_checked=True, strict=True, single_cube=True, 
 def test_lab13_a_cubes_size_counts_the_rows_deletion_vectors_left(spark, at_test_seed):
     message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, logical=False))
     assert "logical size" in message and "deletionVector.cardinality" in message, message
+
+
+def test_lab13_each_files_logical_size_is_truncated_before_the_cubes_sum(spark, at_test_seed):
+    """Delta sums each file's estLogicalFileSize, a Long: the deleted-rows table's cube loses a byte or more to the
+    truncations at every seed, so a threshold one byte over Delta's sum is under the untruncated one."""
+    message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, logical="untruncated"))
+    assert "truncated to whole bytes file by file" in message, message
 
 
 def test_lab13_the_tags_hold_logical_names_not_the_domains_physical_ones(spark, at_test_seed):

@@ -357,6 +357,13 @@ class JvmTransaction:
         none = getattr(getattr(self.spark._jvm.scala, "None$"), "MODULE$")
         return self.commit([actions.SetTransaction(app, version, none) for app, version in labels.items()])
 
+    def commit_domain(self, domain: str, configuration: str, removed: bool = False) -> int:
+        """Commit one ``domainMetadata`` action, ``domain`` with the string ``configuration``, and nothing
+        else: what a writer that keeps its own settings in the log (a user domain, any name not starting with
+        ``delta.``) commits. The table must support the ``domainMetadata`` writer feature (a clustered table
+        does); Delta refuses the commit otherwise. Returns the version written."""
+        return self.commit([_delta(self.spark).actions.DomainMetadata(domain, configuration, removed)])
+
 
 def write_checkpoint(spark: Any, table_path: str | os.PathLike[str]) -> None:
     """Write a checkpoint of the table's latest version now (``DeltaLog.checkpoint()``), whatever its

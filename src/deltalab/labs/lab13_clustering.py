@@ -8,7 +8,8 @@ changed by ``ALTER TABLE ... CLUSTER BY`` once or twice (with a checkpoint befor
 beside the newest one, the commits between cleaned up) or removed (``CLUSTER BY NONE``), clustering turned
 on for an existing table, a table never clustered, a checkpoint after the last change or not, the
 commits before that checkpoint cleaned up, another domain in the log (the table created clustered has row
-tracking on, whose ``delta.rowTracking`` domain every append writes), and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
+tracking on, whose ``delta.rowTracking`` domain every append writes; a table with a domain of another
+writer, ``course.lab13``, after ``delta.clustering`` in its checkpoint), and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
 the commits before it cleaned up. The answer must come from the log alone: no Spark, no course
 reader, nothing written.
 
@@ -31,7 +32,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from urllib.parse import unquote
 
+from deltalab.jvm import JvmTransaction, write_checkpoint
 from deltalab.labs.report import CheckFailed, passed, short_repr
 from deltalab.labs.student import Watched, call_student, calls_watched, course_log_readers, exercise_check, lab_spark
 from deltalab.labs.tables import build_once, check_seed, clean_up_commits
@@ -251,6 +254,42 @@ def _write_v2_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable
                      expected, history[:-1], mapped, True, "v2")
 
 
+#: A domain of the course's own, committed beside the keys in :func:`_write_domain_keys_table`. Delta writes a
+#: checkpoint's domains in the order of a hash table's buckets (``InMemoryLogReplay``'s ``mutable.HashMap``, by the
+#: name's Java hash code): this name lands after ``delta.clustering``, so that a reader keeping the last domain of the
+#: checkpoint, whatever its name, keeps this one (asserted for every table built).
+USER_DOMAIN = "course.lab13"
+
+
+def _write_domain_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable:
+    """A clustered table with a domain of another writer (``course.lab13``, not one of Delta's), committed through
+    Delta's own transaction and then checkpointed, with the commits before the checkpoint cleaned up: the
+    checkpoint's domainMetadata column holds ``delta.clustering`` and, after it, the other domain. Column mapping and
+    a commit after the checkpoint are drawn."""
+    import pyarrow.parquet as pq
+
+    mapped = rng.random() < 0.5
+    keys = rng.sample(COLUMNS, rng.randint(1, 2))
+    _create(spark, path, keys, {"delta.columnMapping.mode": "name"} if mapped else {})
+    _append(spark, path, rng, rng.randint(5, 40))
+    configuration = json.dumps({"owner": "lab13", "reviewed": rng.choice(["yes", "no"]), "columns": rng.randint(1, 4)})
+    JvmTransaction(spark, path).commit_domain(USER_DOMAIN, configuration)
+    write_checkpoint(spark, path)
+    checkpoint = checkpoint_versions(path)[-1]
+    for _ in range(rng.randint(0, 1)):   # a commit after the checkpoint, or none
+        _append(spark, path, rng, rng.randint(3, 10))
+    clean_up_commits(path, checkpoint)
+    rows = pq.read_table(Path(path) / "_delta_log" / f"{checkpoint:020d}.checkpoint.parquet",
+                         columns=["domainMetadata"]).to_pylist()
+    domains = [row["domainMetadata"]["domain"] for row in rows if row["domainMetadata"]]
+    assert domains == ["delta.clustering", USER_DOMAIN], f"the other domain comes last in the checkpoint: {domains}"
+    expected = _describe_clustering(spark, path)
+    assert expected == keys, (expected, keys)
+    return KeysTable(path, f"a generated table with a domain of another writer ({USER_DOMAIN}) beside delta.clustering in "
+                           "its checkpoint" + (" (column mapping on)" if mapped else "")
+                           + ", its commits before that checkpoint cleaned up", expected, [], mapped, True, "domain")
+
+
 def _logs_present(tables: list[Any]) -> bool:
     return all(Path(table.path, "_delta_log").is_dir() for table in tables)
 
@@ -264,7 +303,8 @@ def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
         tables = [_write_keys_table(spark, str(folder / f"table_{index}"), kind, rng) for index, kind in enumerate(kinds)]
         # Built last, so that the tables above stay those of earlier versions at the same seed.
         tables.append(_write_nested_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
-        return [*tables, _write_v2_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
+        tables.append(_write_v2_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
+        return [*tables, _write_domain_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
 
     return build_once(f"lab13_keys_{seed}", build, _logs_present)
 
@@ -289,6 +329,9 @@ _V2_FIX = ("this table's last checkpoint is a v2 checkpoint (delta.checkpointPol
           "actions are in the sidecar files of _delta_log/_sidecars/).")
 
 
+_OTHER_DOMAIN_FIX = ("the log holds domains other than the keys' (row tracking's delta.rowTracking, a writer's own): in a "
+                     "checkpoint too, each is a row of the domainMetadata column, in no particular order; keep the row "
+                     "whose domain is delta.clustering.")
 _MAPPING_FIX = ("with column mapping the domain names columns by their physical names (col-...): map each one to its "
                 "logical name through the schema (metaData.schemaString, each field's metadata "
                 "delta.columnMapping.physicalName).")
@@ -328,6 +371,8 @@ def _keys_fix(table: KeysTable, answer: list[str]) -> str:
     if answer in table.earlier:
         return ("the keys changed after that: every ALTER TABLE ... CLUSTER BY writes a new domainMetadata action for "
                 "delta.clustering, and the last one (in commit order, after the checkpoint's) is in force.")
+    if table.kind == "domain":   # built last: an answer that gets here reads checkpoints whose commits are gone
+        return _OTHER_DOMAIN_FIX
     if table.cleaned and not answer and table.expected:
         return checkpoint
     if table.kind == "v2":
@@ -378,7 +423,7 @@ def _call_from_log(check: str, func: Callable[..., Any], name: str, table: str, 
 def _check_keys(check: str, clustering_columns: Callable[[str], list[str]], table: KeysTable, seed: int | None,
                 hint: str) -> None:
     on = None if seed is None else table.what
-    hint = _V2_FIX if table.kind == "v2" else hint
+    hint = _V2_FIX if table.kind == "v2" else _OTHER_DOMAIN_FIX if table.kind == "domain" else hint
     answer = _as_names(check, "clustering_columns",
                        _call_from_log(check, clustering_columns, "clustering_columns", table.path, hint=hint,
                                       seed=seed, on=on), seed)
@@ -402,7 +447,7 @@ def check_clustering_columns(clustering_columns: Callable[[str], list[str]]) -> 
         _check_keys(check, clustering_columns, table, seed, hint)
     passed(check, f"reads the keys of {len(tables) + 1} tables from their logs alone: ALTER TABLE ... CLUSTER BY, "
                   "CLUSTER BY NONE, column mapping and renames, a field of a struct column, classic and v2 checkpoints "
-                  "with the commits before them cleaned up.")
+                  "with the commits before them cleaned up, other domains beside the keys.")
 
 
 # ---------------------------------------------------------------------------- the OPTIMIZE tables
@@ -443,6 +488,43 @@ def _logical_size(add: dict[str, Any]) -> int:
         return size
     kept = records - int(vector["cardinality"])
     return int(kept / (kept + int(vector["cardinality"])) * size)
+
+
+def _truncated_bytes(add: dict[str, Any]) -> float:
+    """What truncating drops from the file's logical size: ``size`` scaled by its kept rows' share, minus
+    :func:`_logical_size` (0 for a file without a deletion vector)."""
+    vector = add.get("deletionVector")
+    stats = add.get("stats") or {}
+    records = (json.loads(stats) if isinstance(stats, str) else stats).get("numRecords")
+    if not vector or not records:
+        return 0.0
+    return (records - int(vector["cardinality"])) / records * int(add["size"]) - _logical_size(add)
+
+
+def _delete_until_truncation_counts(spark: Any, path: str, keys: list[str]) -> None:
+    """Delete single rows of the largest cube's files until what truncation drops from its files' logical sizes adds
+    up to a byte or more: then a threshold one byte over the cube's size (Delta's sum of truncated sizes) is over a
+    sum of untruncated ones too, and only an answer that truncates each file, as Delta does, rewrites the cube.
+    The rows are drawn from a generator of their own, so that the tables built after this one stay the same."""
+    import pyarrow.parquet as pq
+
+    deleted: set[int] = set()
+    for _ in range(40):
+        cubes: dict[str, list[dict[str, Any]]] = {}
+        for add in replay_log(path).files.values():
+            tags = add.get("tags") or {}
+            if "ZCUBE_ID" in tags and json.loads(tags.get("ZCUBE_ZORDER_BY", "[]")) == keys:
+                cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
+        largest = max(cubes.values(), key=lambda adds: sum(map(_logical_size, adds)))
+        if sum(map(_truncated_bytes, largest)) >= 1:
+            return
+        rows = random.Random(sum(int(add["size"]) for add in largest) + len(deleted))
+        file = Path(path) / unquote(rows.choice(sorted(add["path"] for add in largest)))
+        kept = sorted(i for i in pq.read_table(file, columns=["id"]).column("id").to_pylist() if i % 3 and i not in deleted)
+        row = rows.choice(kept)
+        spark.sql(f"DELETE FROM delta.`{path}` WHERE id = {row}")
+        deleted.add(row)
+    raise AssertionError(f"{path}: no cube whose files' truncated logical sizes lose a byte in all after 40 deletes")
 
 
 def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = _logical_size) -> dict[str, int]:
@@ -515,6 +597,7 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
             clustered = [a for a in replay_log(path).files.values() if "ZCUBE_ID" in (a.get("tags") or {})]
             if not clustered or not all(a.get("deletionVector") for a in clustered):
                 raise AssertionError(f"{path}: the DELETE must leave every clustered file with a deletion vector")
+            _delete_until_truncation_counts(spark, path, keys)
             what += ", a third of its rows deleted with deletion vectors (the files keep their ZCube tags)"
         if kind == "new keys":
             keys = rng.sample([c for c in ("id", "amount", "day") if c not in keys], 1)
@@ -622,8 +705,9 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] < threshold <= physical[tags_of(p)["ZCUBE_ID"]]
            for p in missing):
         return ("a ZCube's size is the logical size of its files: a file with a deletion vector counts size x "
-                "(numRecords - deletionVector.cardinality) / numRecords (Delta's estLogicalFileSize), so a cube that "
-                "lost rows to a DELETE can fall under the threshold and become partial.")
+                "(numRecords - deletionVector.cardinality) / numRecords, truncated to whole bytes file by file before the "
+                "cube's sum (Delta's estLogicalFileSize is a Long), so a cube that lost rows to a DELETE can fall under "
+                "the threshold and become partial.")
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] == threshold for p in extra):
         return "a ZCube whose size is exactly the threshold is complete: a cube is partial only when it is smaller."
     if any("ZCUBE_ID" in tags_of(p) and cubes[tags_of(p)["ZCUBE_ID"]] > threshold for p in extra):
