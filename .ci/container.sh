@@ -195,11 +195,18 @@ fi
 # waiting (a hub and servers starting, the idle culler's minute), which the notebooks' kernels use.
 # The nbval container's output goes to a log, printed once both are done.
 nbval_log="$(mktemp /tmp/deltalab-image-nbval.XXXXXX)"
+# Its own seconds, written when it ends (waited for after the classroom's end, it would report theirs).
+nbval_seconds="$(mktemp /tmp/deltalab-image-nbval-seconds.XXXXXX)"
 nbval_name="deltalab-ci-nbval-$$"
 trap 'podman rm -f "$nbval_name" >/dev/null 2>&1 || true' EXIT
-podman run --rm --name "$nbval_name" --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
-    -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" -e "DELTALAB_IMAGE_NOTEBOOKS=$image_notebooks" \
-    "$IMAGE" deltalab-test-image >"$nbval_log" 2>&1 &
+(
+    status=0
+    podman run --rm --name "$nbval_name" --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" "${lab_mounts[@]}" \
+        -e "DELTALAB_CONTAINER_WORKERS=${DELTALAB_CONTAINER_WORKERS:-2}" -e "DELTALAB_IMAGE_NOTEBOOKS=$image_notebooks" \
+        "$IMAGE" deltalab-test-image >"$nbval_log" 2>&1 || status=$?
+    echo $(( $(now) - t )) >"$nbval_seconds"
+    exit "$status"
+) &
 nbval_pid=$!
 
 # --- 4. a classroom in the container ---------------------------------------------------------
@@ -215,7 +222,8 @@ podman run --rm --network=none --no-healthcheck "${RUNTIME_FLAGS[@]}" \
 TIMES[classroom]=$(( $(now) - t ))
 nbval_status=0
 wait "$nbval_pid" || nbval_status=$?
-TIMES[nbval]=$(( $(now) - t ))
+TIMES[nbval]="$(cat "$nbval_seconds" 2>/dev/null || echo "?")"
+rm -f "$nbval_seconds"
 log "the in-container nbval suite's output:"
 cat "$nbval_log"
 trap - EXIT
