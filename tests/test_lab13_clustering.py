@@ -5,7 +5,7 @@ answer.
 The wrong answers run on the tables of this run's seed (built once per process, shared with the solution's
 run), which at every seed hold a clustering column renamed under column mapping, keys changed and removed,
 keys that live only in a classic checkpoint and only in a v2 one (the commits before them cleaned up), another
-writer's domain after the keys in a checkpoint, ZCubes
+writer's domain after the keys in a checkpoint, the keys' domain removed, ZCubes
 of several sizes, cubes of earlier keys, a table just optimized and cubes whose files lost rows to deletion
 vectors.
 """
@@ -72,6 +72,8 @@ def test_lab13_the_run_seed_has_the_tables_the_wrong_answers_need(spark, at_test
     assert v2.cleaned and v2.expected and list(Path(v2.path, "_delta_log").glob("*.checkpoint.*.json")), \
         "a table whose keys live only in a v2 checkpoint"
     assert any(t.earlier for t in keys), "a table whose keys changed"
+    (removed,) = [t for t in keys if t.kind == "removed"]
+    assert removed.expected == [] and removed.earlier, "a removed domain that still names keys"
     (other,) = [t for t in keys if t.kind == "domain"]
     assert other.cleaned and other.expected and lab.USER_DOMAIN in other.what, "another writer's domain after the keys"
     rewrites = lab.rewrite_tables(spark, TEST_SEED)
@@ -114,14 +116,15 @@ def test_lab13_every_seed_has_a_cube_that_deleted_rows_made_partial(spark, monke
 
 
 def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True, last: bool = True,
-              nested: str = "path", checkpoints_named: str = "any", any_domain: str = "") -> list[str]:
+              nested: str = "path", checkpoints_named: str = "any", any_domain: str = "",
+              removed: bool = True) -> list[str]:
     """The solution's reading of the log, with one of its steps left out (nested: "path" maps every part of a key's
     path and joins them as the solution does, "first part" keeps only the first, "top level" maps only the first
     part through the schema and keeps the others as the domain has them; checkpoints_named: "any" finds classic and
     v2 checkpoints as the solution does, "parquet" only the *.checkpoint*.parquet files, "classic" opens
     N.checkpoint.parquet for the version _last_checkpoint gives; any_domain: "raise" keeps every domain of the
     checkpoint, whatever its name, and reads clusteringColumns from the last, "empty" does too but takes a domain
-    without clusteringColumns for no keys)."""
+    without clusteringColumns for no keys; removed: False reads a removed domain's keys as if it were in force)."""
     import pyarrow.parquet as pq
 
     log = Path(table_path) / "_delta_log"
@@ -156,6 +159,8 @@ def _read_log(table_path: str, *, checkpoint: bool = True, mapping: bool = True,
     if not domains:
         return []
     domain = domains[-1] if last else domains[0]
+    if removed and domain.get("removed"):
+        return []
     fields = json.loads(schema)["fields"] if mapping and schema else []
 
     def logical(path):
@@ -208,6 +213,13 @@ def test_lab13_another_domain_in_the_checkpoint_is_not_the_keys(spark, at_test_s
     (the table created clustered has row tracking's domain too, but before the keys)."""
     message = failure(check_clustering_columns, lambda path: _read_log(path, any_domain=any_domain))
     assert "course.lab13" in message and "keep the row whose domain is delta.clustering" in message, message
+
+
+def test_lab13_a_removed_domain_leaves_no_keys(spark, at_test_seed):
+    """Every seed has a table whose delta.clustering domain was removed (removed: true, the old keys still in its
+    configuration): an answer that reads the configuration without looking at removed returns the old keys."""
+    message = failure(check_clustering_columns, lambda path: _read_log(path, removed=False))
+    assert "removed: true removes the domain" in message, message
 
 
 def test_lab13_the_checkpoint_holds_the_domain_once_commits_are_gone(spark, at_test_seed):
@@ -283,6 +295,19 @@ def test_lab13_each_files_logical_size_is_truncated_before_the_cubes_sum(spark, 
     truncations at every seed, so a threshold one byte over Delta's sum is under the untruncated one."""
     message = failure(check_optimize_rewrites, lambda path, threshold: _rule(path, threshold, logical="untruncated"))
     assert "truncated to whole bytes file by file" in message, message
+
+
+def test_lab13_a_file_without_statistics_is_sized_by_its_size(spark, at_test_seed):
+    """Every seed's two-cube table has a cube written without statistics: an answer that reads numRecords from
+    stats without allowing for none raises there, and the message names the table's missing statistics."""
+    def no_stats_allowed(path, threshold):
+        for add in replay_log(path).files.values():
+            if "ZCUBE_ID" in (add.get("tags") or {}):
+                add["stats"].get("numRecords")
+        return _rule(path, threshold)
+
+    message = failure(check_optimize_rewrites, no_stats_allowed)
+    assert "raised" in message and "without statistics" in message and "no stats at all" in message, message
 
 
 def test_lab13_the_tags_hold_logical_names_not_the_domains_physical_ones(spark, at_test_seed):

@@ -9,7 +9,8 @@ beside the newest one, the commits between cleaned up) or removed (``CLUSTER BY 
 on for an existing table, a table never clustered, a checkpoint after the last change or not, the
 commits before that checkpoint cleaned up, another domain in the log (the table created clustered has row
 tracking on, whose ``delta.rowTracking`` domain every append writes; a table with a domain of another
-writer, ``course.lab13``, after ``delta.clustering`` in its checkpoint), and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
+writer, ``course.lab13``, after ``delta.clustering`` in its checkpoint), the domain removed (``removed: true``),
+and a v2 checkpoint (``N.checkpoint.<uuid>.json``, every seed) with
 the commits before it cleaned up. The answer must come from the log alone: no Spark, no course
 reader, nothing written.
 
@@ -19,7 +20,7 @@ is ``threshold`` (:func:`rewrite_tables`): ZCubes of several sizes from OPTIMIZE
 lowered, files appended after them, ZCubes clustered by earlier keys, a table just optimized, ZCubes whose
 files lost a third of their rows to deletion vectors, a key renamed under column mapping between two OPTIMIZEs
 (the cube before the rename is tagged with the old name), two partial ZCubes and nothing else (merged: only a
-single cube alone is left), and thresholds drawn around the cubes' sizes (0, exactly a cube's size, one byte more,
+single cube alone is left; the second written without statistics), and thresholds drawn around the cubes' sizes (0, exactly a cube's size, one byte more,
 the 100 GiB default; exactly a cube's logical size, one byte more, and between it and its files' ``size``). It refuses an
 answer that runs Spark (OPTIMIZE on a copy would be the check's own answer) or changes the table.
 """
@@ -48,6 +49,8 @@ THRESHOLD_SETTING = "spark.databricks.delta.optimize.clustering.mergeStrategy.mi
 #: The setting's default in Delta 4.4: 100 times the 1 GiB ``optimize.maxFileSize``.
 DEFAULT_THRESHOLD = 100 * 1024**3
 MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+#: Off, Delta writes add actions without statistics (the second cube of the two-cube table).
+STATS_SETTING = "spark.databricks.delta.stats.collect"
 
 SCHEMA = "id BIGINT, city STRING, amount INT, day DATE"
 #: The nested-key table's schema: a struct column whose field ``loc.zip`` is a key.
@@ -290,6 +293,27 @@ def _write_domain_keys_table(spark: Any, path: str, rng: random.Random) -> KeysT
                            + ", its commits before that checkpoint cleaned up", expected, [], mapped, True, "domain")
 
 
+def _write_removed_keys_table(spark: Any, path: str, rng: random.Random) -> KeysTable:
+    """A clustered table whose delta.clustering domain was then removed: a domainMetadata action with
+    ``removed: true`` (a tombstone; its configuration still names the old keys), committed through Delta's own
+    transaction, which accepts it; DESCRIBE DETAIL then reports no keys. Column mapping and an append after the
+    tombstone are drawn; no checkpoint (a checkpoint keeps no removed domain)."""
+    mapped = rng.random() < 0.5
+    keys = rng.sample(COLUMNS, rng.randint(1, 2))
+    _create(spark, path, keys, {"delta.columnMapping.mode": "name"} if mapped else {})
+    _append(spark, path, rng, rng.randint(5, 40))
+    domain = replay_log(path).domain_metadata["delta.clustering"]
+    JvmTransaction(spark, path).commit_domain("delta.clustering", domain["configuration"], removed=True)
+    for _ in range(rng.randint(0, 1)):
+        _append(spark, path, rng, rng.randint(3, 10))
+    assert not checkpoint_versions(path), "the tombstone is in a commit"
+    expected = _describe_clustering(spark, path)
+    assert expected == [], expected
+    return KeysTable(path, "a generated table whose delta.clustering domain was removed (a domainMetadata action with "
+                           "removed: true)" + (" (column mapping on)" if mapped else ""), expected, [keys], mapped,
+                     False, "removed")
+
+
 def _logs_present(tables: list[Any]) -> bool:
     return all(Path(table.path, "_delta_log").is_dir() for table in tables)
 
@@ -304,7 +328,8 @@ def keys_tables(spark: Any, seed: int) -> list[KeysTable]:
         # Built last, so that the tables above stay those of earlier versions at the same seed.
         tables.append(_write_nested_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
         tables.append(_write_v2_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
-        return [*tables, _write_domain_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
+        tables.append(_write_domain_keys_table(spark, str(folder / f"table_{len(tables)}"), rng))
+        return [*tables, _write_removed_keys_table(spark, str(folder / f"table_{len(tables)}"), rng)]
 
     return build_once(f"lab13_keys_{seed}", build, _logs_present)
 
@@ -368,10 +393,13 @@ def _keys_fix(table: KeysTable, answer: list[str]) -> str:
     if not table.expected and table.kind in ("none", "never"):
         return ("a table without keys has no clustering columns: return an empty list (CLUSTER BY NONE writes a "
                 "delta.clustering domain whose clusteringColumns list is empty; a table never clustered has no domain).")
+    if table.kind == "removed":
+        return ("a domainMetadata action with removed: true removes the domain (its configuration is what it was): "
+                "after it the table has no keys, until a later action for delta.clustering sets them again.")
     if answer in table.earlier:
         return ("the keys changed after that: every ALTER TABLE ... CLUSTER BY writes a new domainMetadata action for "
                 "delta.clustering, and the last one (in commit order, after the checkpoint's) is in force.")
-    if table.kind == "domain":   # built last: an answer that gets here reads checkpoints whose commits are gone
+    if table.kind == "domain":   # built after the others: an answer that gets here reads checkpoints whose commits are gone
         return _OTHER_DOMAIN_FIX
     if table.cleaned and not answer and table.expected:
         return checkpoint
@@ -589,8 +617,14 @@ def _write_rewrite_table(spark: Any, path: str, kind: str, rng: random.Random, s
         for _ in range(more_cubes):   # more cubes: new data clustered on its own, the threshold under the cubes
             _append(spark, path, rng, rng.randint(200, 800), files=rng.randint(1, 2))
             smallest = min(_current_cubes(path, keys).values())
-            _optimize(spark, path, max(1, smallest // 2), max_file_size=max(1, _table_bytes(path) // 6))
-        what = ("a generated table with two ZCubes" if kind == TWO_CUBES else
+            # Two cubes: the second written without statistics (an add action without stats, so without numRecords;
+            # Delta sizes such a file by its size).
+            with temporary_conf(spark, {STATS_SETTING: "false"} if kind == TWO_CUBES else {}):
+                _optimize(spark, path, max(1, smallest // 2), max_file_size=max(1, _table_bytes(path) // 6))
+        if kind == TWO_CUBES and all(add.get("stats") for add in replay_log(path).files.values()):
+            raise AssertionError(f"{path}: the second cube's files must have no statistics")
+        what = ("a generated table with two ZCubes, the second written by an OPTIMIZE without statistics "
+                f"({STATS_SETTING} = false: its add actions have no stats)" if kind == TWO_CUBES else
                 "a generated table with ZCubes of several sizes" if more_cubes else "a generated table with a ZCube")
         if kind == DELETED_ROWS:
             spark.sql(f"DELETE FROM delta.`{path}` WHERE pmod(id, 3) = 0")
@@ -724,6 +758,11 @@ def _rewrites_fix(path: str, threshold: int, answer: set[str], expected: set[str
     return "compare each ZCube's size with the threshold, and the ZCube's columns with the table's keys."
 
 
+#: Said when an answer raises on the table with a cube written without statistics.
+_NO_STATS_FIX = ("an add action written without statistics has no stats at all (None, not {}), so no numRecords: "
+                 "Delta then counts the file's size as it is (estLogicalFileSize needs numRecords).")
+
+
 @exercise_check
 def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str]]) -> None:
     """Check ``optimize_rewrites(table_path, threshold)`` against the files a real OPTIMIZE removes from a copy."""
@@ -739,7 +778,8 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
     for table in tables:
         for threshold, expected in table.removed.items():
             watched = Watched(optimize_rewrites) if callable(optimize_rewrites) else optimize_rewrites
-            answer = call_student(check, watched, "optimize_rewrites", table.path, threshold, hint=hint,
+            answer = call_student(check, watched, "optimize_rewrites", table.path, threshold,
+                                  hint=_NO_STATS_FIX if STATS_SETTING in table.what else hint,
                                   read_only=[table.path], seed=seed, on=table.what)
             if isinstance(watched, Watched) and watched.jobs:
                 raise CheckFailed(check, f"optimize_rewrites ran {watched.jobs} Spark job(s): it must predict from the "
@@ -761,4 +801,5 @@ def check_optimize_rewrites(optimize_rewrites: Callable[[str, int], Iterable[str
                                   _rewrites_fix(table.path, threshold, answer, expected), seed=seed)
     passed(check, f"predicts the files a real OPTIMIZE rewrites for {asked} (table, threshold) pairs: partial and "
                   "complete ZCubes, a cube of exactly the threshold, cubes of earlier keys, a table just optimized, "
-                  "cubes sized by their rows left after deletion vectors, a key renamed between two OPTIMIZEs.")
+                  "cubes sized by their rows left after deletion vectors, a key renamed between two OPTIMIZEs, files without "
+                  "statistics.")
