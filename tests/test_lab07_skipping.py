@@ -134,6 +134,20 @@ def test_lab07_int_partition_values_compared_as_strings_are_told(spark, solution
     assert "partitionValues are strings" in message and "INT column" in message, message
 
 
+@pytest.mark.parametrize("seed", [STRING_SEED, INT_SEED])
+def test_lab07_a_partition_on_the_bound_of_le_or_ge_is_read(spark, solution, monkeypatch, seed):
+    """Every seed asks <= the partition column's smallest value and >= its largest: a strict comparison reads none."""
+    monkeypatch.setenv(SEED_ENV, str(seed))
+
+    def strict(path, predicate):
+        if predicate[0] in ("<=", ">=") and predicate[1] == partition_column(path):
+            return solution["files_to_read"](path, (predicate[0][0], *predicate[1:]))
+        return solution["files_to_read"](path, predicate)
+
+    message = failure(check_files_to_read, strict)
+    assert "holds for the partitions whose value is v itself" in message, message
+
+
 def test_lab07_a_null_partition_taken_as_different_is_told_sqls_null_rule(spark, solution, monkeypatch):
     monkeypatch.setenv(SEED_ENV, str(STRING_SEED))
 

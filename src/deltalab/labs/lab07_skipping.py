@@ -170,8 +170,9 @@ def _bounds(path: str, column: str) -> list[Any]:
 
 def _generated_predicates(path: str, partition_column: str, int_partition: bool, constant: int,
                           rng: random.Random) -> list[Predicate]:
-    """One leaf of each kind on data columns, the partition column's leaves, then and/or of them.
-    Values sit on the files' own bounds; ``!=`` asks for the value of the file whose score is constant,
+    """One leaf of each kind on data columns, the partition column's leaves, then and/or of them,
+    then ``<=`` and ``>=`` exactly on the partition column's smallest and largest values. Values sit on the files'
+    own bounds; ``!=`` asks for the value of the file whose score is constant,
     and the prefix is the start of a file's smallest name, where comparing whole strings goes wrong."""
     id_bounds = _bounds(path, "id") or [0]
     score_bounds = _bounds(path, "score") or [0]
@@ -208,7 +209,11 @@ def _generated_predicates(path: str, partition_column: str, int_partition: bool,
         ("or", rng.choice(partition_leaves), rng.choice(partition_leaves)),
         ("and", ("or", rng.choice(data_leaves), rng.choice(data_leaves)), rng.choice(partition_leaves)),
     ]
-    return data_leaves + partition_leaves + combined
+    # Exactly on the partition column's smallest and largest values, drawn from nothing (the draws above stay):
+    # `<=` the smallest and `>=` the largest read those files, and a strict comparison reads none.
+    ordered = sorted(int(value) for value in partition_values) if int_partition else partition_values
+    edges: list[Predicate] = [("<=", partition_column, ordered[0]), (">=", partition_column, ordered[-1])]
+    return data_leaves + partition_leaves + combined + edges
 
 
 def _generated_table(spark: Any, seed: int) -> _SkippingTable:
@@ -259,6 +264,11 @@ def _leaf_fix(table: _SkippingTable, leaf: Predicate, got: set[str], expected: s
     """Where to look, for the first leaf the answer gets wrong (the rule, never the files)."""
     kind, column = leaf[0], leaf[1]
     if column == table.partition_column:
+        values = {unquote(add["path"]): (add.get("partitionValues") or {}).get(column)
+                  for add in replay_log(table.path).files.values()}
+        if kind in ("<=", ">=") and (got ^ expected) and all(values.get(f) == str(leaf[2]) for f in got ^ expected):
+            return (f"`{column} {kind} v` holds for the partitions whose value is v itself: compare partitionValues with "
+                    f"{kind}, not {kind[0]}.")
         if table.int_partition and kind in ("<", "<=", ">", ">="):
             return (f"partitionValues are strings; `{column}` is an INT column: compare int(value), "
                     "or '9' > '10' and the wrong partitions are read.")
