@@ -148,6 +148,20 @@ def test_lab07_a_partition_on_the_bound_of_le_or_ge_is_read(spark, solution, mon
     assert "holds for the partitions whose value is v itself" in message, message
 
 
+def test_lab07_a_null_int_partition_value_is_not_a_number(spark, solution, monkeypatch):
+    """The INT-partitioned table has a NULL partition too: int() of every partition value raises there."""
+    monkeypatch.setenv(SEED_ENV, str(INT_SEED))
+
+    def converts_every_value(path, predicate):
+        column = partition_column(path)
+        if column == "day":
+            [int(add["partitionValues"][column]) for add in replay_log(path).files.values()]
+        return solution["files_to_read"](path, predicate)
+
+    message = failure(check_files_to_read, converts_every_value)
+    assert "raised TypeError" in message and "partitioned by `day`" in message, message
+
+
 def test_lab07_a_null_partition_taken_as_different_is_told_sqls_null_rule(spark, solution, monkeypatch):
     monkeypatch.setenv(SEED_ENV, str(STRING_SEED))
 
@@ -309,6 +323,20 @@ def test_lab07_the_listed_columns_ignored_are_told(spark, solution, monkeypatch)
 
     message = failure(check_stats_columns, ignores_the_list)
     assert "delta.dataSkippingStatsColumns, when set, decides alone" in message, message
+
+
+def test_lab07_names_listed_with_spaces_are_trimmed(spark, solution):
+    """Every seed has a table whose dataSkippingStatsColumns has a space after each comma: an answer that splits on
+    the commas without trimming keeps only the first name."""
+    def untrimmed(path):
+        listed = (replay_log(path).metadata.get("configuration") or {}).get("delta.dataSkippingStatsColumns")
+        if listed is None or ", " not in listed:
+            return solution["stats_columns"](path)
+        names = listed.split(",")
+        return {c for c in solution["stats_columns"](path) if any(c == n or c.startswith(n + ".") for n in names)}
+
+    message = failure(check_stats_columns, untrimmed)
+    assert "whose names Delta trims" in message, message
 
 
 def test_lab07_the_count_ignored_is_told(spark, solution, monkeypatch):

@@ -6,7 +6,7 @@ answer with the files Spark plans to read for the same filter (``DataFrame.input
 Delta's partition pruning and data skipping). Every answer comes from Delta, never from a stored value.
 
 The generated table is partitioned either by a string column whose values the log must URL-encode
-(``new york``, ``a=b``, ``zürich``) with a null partition, or by an integer column whose values
+(``new york``, ``a=b``, ``zürich``) with a null partition, or by an integer column (with a null partition too) whose values
 compare wrongly as strings (``9`` against ``10``). Its rows come in appends of overlapping id
 windows (late and out-of-order data), with nulls, a file whose ``score`` is null in every row (no
 ``minValues`` for it), strings longer than the 32 characters Delta keeps in its statistics, a
@@ -154,6 +154,9 @@ def _write_generated(spark: Any, path: str, rng: random.Random) -> tuple[str, bo
         (spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").save(path))
     if rng.random() < 0.7:
         spark.sql(f"DELETE FROM delta.`{path}` WHERE id % {rng.randint(5, 9)} = 0")
+    if int_partition:   # a NULL partition too (ids past every window; drawn from nothing, so the draws above stay)
+        rows = [(i, f"n{i % 100:02d}", i % 50 - 25, None) for i in range(500, 500 + 10 + appends)]
+        spark.createDataFrame(rows, schema).coalesce(1).write.format("delta").mode("append").save(path)
     return partition_column, int_partition, constant
 
 
@@ -457,6 +460,21 @@ def _generated_stats_table(spark: Any, seed: int) -> _StatsTable:
     return _StatsTable(path, what, columns, "part", configuration, seed)
 
 
+def _spaced_list_stats_table(seed: int) -> _StatsTable:
+    """A small table whose delta.dataSkippingStatsColumns names three of its leaves (a struct's field among them)
+    with a space after each comma, which Delta trims from every name. Drawn from a generator of its own (the
+    generated table of the seed stays what it was)."""
+    rng = random.Random(f"lab07 spaced list {seed}")
+    columns: list[tuple[str, Any]] = [("id", "BIGINT"), ("name", "STRING"), ("point", [("x", "INT"), ("y", "DOUBLE")]),
+                                      ("score", "DOUBLE"), ("day", "DATE"), ("part", "STRING")]
+    rng.shuffle(columns)
+    listed = rng.sample(["id", "name", "point.x", "point.y", "score", "day"], 3)
+    path = str(fresh_dir("lab07_stats_spaced") / "listed")
+    return _StatsTable(path, "a generated table whose delta.dataSkippingStatsColumns has a space after each comma "
+                             "(partitioned by `part`)", columns, "part",
+                       {"delta.dataSkippingStatsColumns": ", ".join(listed)}, seed)
+
+
 def _stats_fix(table: _StatsTable, got: set[str], expected: set[str]) -> str:
     top = {n: k for n, k in table.columns}
     extra, missing = got - expected, expected - got
@@ -476,6 +494,9 @@ def _stats_fix(table: _StatsTable, got: set[str], expected: set[str]) -> str:
     if any(kind_of(p) in _NO_MIN_MAX for p in extra):
         return ("minValues and maxValues are kept only for numbers, strings, dates, timestamps and decimals: booleans, "
                 "binaries, arrays and maps get a nullCount only.")
+    if ", " in table.configuration.get("delta.dataSkippingStatsColumns", "") and missing and not extra:
+        return ("delta.dataSkippingStatsColumns is a comma-separated list whose names Delta trims: spaces around the "
+                "commas are not part of the names.")
     if "delta.dataSkippingStatsColumns" in table.configuration:
         return ("delta.dataSkippingStatsColumns, when set, decides alone (dataSkippingNumIndexedCols is then ignored): "
                 "exactly the columns it names, a struct standing for all its leaves.")
@@ -494,6 +515,7 @@ def check_stats_columns(stats_columns: Callable[[str], Iterable[str]]) -> None:
     def tables() -> Iterator[_StatsTable]:
         yield _example_stats_table(spark)
         yield _generated_stats_table(spark, check_seed())
+        yield _spaced_list_stats_table(check_seed())
 
     for table in tables():
         _create_stats_table(spark, table)
