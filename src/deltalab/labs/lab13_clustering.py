@@ -503,11 +503,10 @@ def _table_bytes(path: str) -> int:
     return sum(int(add["size"]) for add in replay_log(path).files.values())
 
 
-def _logical_size(add: dict[str, Any]) -> int:
-    """The bytes Delta counts for a file when it sizes a ZCube: ``size`` scaled by the share of the file's
-    rows a deletion vector has not deleted, truncated (``AddFile.estLogicalFileSize``, which
-    ``ZCube`` sums in Delta 4.4); ``size`` without a deletion vector or without ``numRecords``. ``add`` is
-    an add action as the log writes it (``stats`` a JSON string) or as ``replay_log`` gives it (parsed)."""
+def _unrounded_logical_size(add: dict[str, Any]) -> float:
+    """``size`` scaled by the share of the file's rows a deletion vector has not deleted, before truncation;
+    ``size`` without a deletion vector or without ``numRecords``. ``add`` is an add action as the log writes it
+    (``stats`` a JSON string) or as ``replay_log`` gives it (parsed)."""
     size = int(add["size"])
     vector = add.get("deletionVector")
     stats = add.get("stats") or {}
@@ -515,35 +514,30 @@ def _logical_size(add: dict[str, Any]) -> int:
     if not vector or not records:
         return size
     kept = records - int(vector["cardinality"])
-    return int(kept / (kept + int(vector["cardinality"])) * size)
+    return kept / (kept + int(vector["cardinality"])) * size
+
+
+def _logical_size(add: dict[str, Any]) -> int:
+    """The bytes Delta counts for a file when it sizes a ZCube: :func:`_unrounded_logical_size` truncated
+    (``AddFile.estLogicalFileSize``, a Long, which ``ZCube`` sums in Delta 4.4)."""
+    return int(_unrounded_logical_size(add))
 
 
 def _truncated_bytes(add: dict[str, Any]) -> float:
-    """What truncating drops from the file's logical size: ``size`` scaled by its kept rows' share, minus
-    :func:`_logical_size` (0 for a file without a deletion vector)."""
-    vector = add.get("deletionVector")
-    stats = add.get("stats") or {}
-    records = (json.loads(stats) if isinstance(stats, str) else stats).get("numRecords")
-    if not vector or not records:
-        return 0.0
-    return (records - int(vector["cardinality"])) / records * int(add["size"]) - _logical_size(add)
+    """What truncating drops from the file's logical size (0 for a file without a deletion vector)."""
+    return _unrounded_logical_size(add) - _logical_size(add)
 
 
 def _delete_until_truncation_counts(spark: Any, path: str, keys: list[str]) -> None:
     """Delete single rows of the largest cube's files until what truncation drops from its files' logical sizes adds
-    up to a byte or more: then a threshold one byte over the cube's size (Delta's sum of truncated sizes) is over a
-    sum of untruncated ones too, and only an answer that truncates each file, as Delta does, rewrites the cube.
+    up to a byte or more: then a threshold one byte over the cube's size (Delta's sum of truncated sizes) is not over
+    the sum of untruncated ones, and only an answer that truncates each file, as Delta does, rewrites the cube.
     The rows are drawn from a generator of their own, so that the tables built after this one stay the same."""
     import pyarrow.parquet as pq
 
     deleted: set[int] = set()
     for _ in range(40):
-        cubes: dict[str, list[dict[str, Any]]] = {}
-        for add in replay_log(path).files.values():
-            tags = add.get("tags") or {}
-            if "ZCUBE_ID" in tags and json.loads(tags.get("ZCUBE_ZORDER_BY", "[]")) == keys:
-                cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
-        largest = max(cubes.values(), key=lambda adds: sum(map(_logical_size, adds)))
+        largest = max(_cube_files(path, keys).values(), key=lambda adds: sum(map(_logical_size, adds)))
         if sum(map(_truncated_bytes, largest)) >= 1:
             return
         rows = random.Random(sum(int(add["size"]) for add in largest) + len(deleted))
@@ -555,14 +549,19 @@ def _delete_until_truncation_counts(spark: Any, path: str, keys: list[str]) -> N
     raise AssertionError(f"{path}: no cube whose files' truncated logical sizes lose a byte in all after 40 deletes")
 
 
-def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = _logical_size) -> dict[str, int]:
-    """The live ZCubes clustered by ``keys``, with their sizes in bytes (logical by default, as Delta counts)."""
-    cubes: dict[str, int] = {}
+def _cube_files(path: str, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The live ZCubes clustered by ``keys``: ZCUBE_ID -> the add actions of its files."""
+    cubes: dict[str, list[dict[str, Any]]] = {}
     for add in replay_log(path).files.values():
         tags = add.get("tags") or {}
         if "ZCUBE_ID" in tags and json.loads(tags.get("ZCUBE_ZORDER_BY", "[]")) == keys:
-            cubes[tags["ZCUBE_ID"]] = cubes.get(tags["ZCUBE_ID"], 0) + size(add)
+            cubes.setdefault(tags["ZCUBE_ID"], []).append(add)
     return cubes
+
+
+def _current_cubes(path: str, keys: list[str], size: Callable[[dict[str, Any]], int] = _logical_size) -> dict[str, int]:
+    """The live ZCubes clustered by ``keys``, with their sizes in bytes (logical by default, as Delta counts)."""
+    return {cube: sum(map(size, adds)) for cube, adds in _cube_files(path, keys).items()}
 
 
 def _removed_by_optimize(spark: Any, path: str, scratch: Path, threshold: int) -> set[str]:
